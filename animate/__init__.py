@@ -1,0 +1,1 @@
+"""Page recordings and eased scroll videos (`/animate`); not built yet."""

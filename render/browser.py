@@ -1,0 +1,186 @@
+"""Chromium behind a supervisor: lazy start, restart on crash and after N jobs, a warm page ready.
+
+A worker runs one job at a time. While it runs, the supervisor prepares the next browser context
+and page for the most common context shape (DESIGN §6: creating them costs far more than loading
+a simple page), so the next job only has to navigate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
+
+from render.devices import Viewport
+from render.settings import RenderSettings
+
+log = logging.getLogger(__name__)
+
+# Flags for a quiet, deterministic headless Chromium with no calls home.
+CHROMIUM_ARGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--disable-dev-shm-usage",
+    "--font-render-hinting=none",
+]
+
+
+@dataclass(frozen=True)
+class ContextShape:
+    """The options fixed when a browser context is created (the viewport size is not: it is per page)."""
+
+    scale: float = 1.0
+    mobile: bool = False
+    touch: bool = False
+    user_agent: str | None = None
+
+    @classmethod
+    def for_viewport(cls, viewport: Viewport) -> ContextShape:
+        return cls(viewport.scale, viewport.mobile, viewport.touch, viewport.user_agent)
+
+
+@dataclass
+class Tab:
+    """A page in its own context, with a CDP session for captures."""
+
+    shape: ContextShape
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+    info: dict[str, Any] = field(default_factory=dict)
+
+    async def close(self) -> None:
+        try:
+            await self.context.close()
+        except Exception:  # the browser may already be gone; nothing left to free then
+            log.debug("context close failed", exc_info=True)
+
+
+class BrowserSupervisor:
+    """Owns one Chromium and hands out fresh tabs, one job at a time."""
+
+    def __init__(self, settings: RenderSettings) -> None:
+        self._settings = settings
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._jobs_since_start = 0
+        self._prepared: asyncio.Task[Tab] | None = None
+        self._releasing: asyncio.Task[None] | None = None
+        self.restarts = 0
+
+    @property
+    def chrome_major(self) -> str:
+        """Major version of the running Chromium, for user agents that match it."""
+        return self._browser.version.split(".")[0] if self._browser else "0"
+
+    async def _ensure_browser(self) -> Browser:
+        if self._browser is not None and self._browser.is_connected():
+            return self._browser
+        if self._browser is not None:
+            log.warning("chromium disconnected; restarting")
+            self.restarts += 1
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        args = list(CHROMIUM_ARGS)
+        if os.geteuid() == 0:
+            args.append("--no-sandbox")  # Chromium refuses to sandbox as root; containers run non-root
+        self._browser = await self._playwright.chromium.launch(
+            executable_path=self._settings.chromium_path,
+            args=args,
+            chromium_sandbox=os.geteuid() != 0,
+        )
+        self._jobs_since_start = 0
+        return self._browser
+
+    async def _new_tab(self, shape: ContextShape) -> Tab:
+        browser = await self._ensure_browser()
+        user_agent = shape.user_agent.format(chrome=self.chrome_major) if shape.user_agent else None
+        context = await browser.new_context(
+            device_scale_factor=shape.scale,
+            is_mobile=shape.mobile,
+            has_touch=shape.touch,
+            user_agent=user_agent,
+            service_workers="block",
+            accept_downloads=False,
+        )
+        try:
+            page = await context.new_page()
+            cdp = await context.new_cdp_session(page)
+        except BaseException:
+            await context.close()
+            raise
+        return Tab(shape, context, page, cdp)
+
+    async def acquire(self, shape: ContextShape) -> Tab:
+        """A fresh tab of this shape: the prepared one when it fits, else a new one."""
+        releasing, self._releasing = self._releasing, None
+        if releasing is not None:
+            await asyncio.gather(releasing, return_exceptions=True)
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            try:
+                tab = await prepared
+            except Exception:
+                log.warning("prepared tab failed; creating one now", exc_info=True)
+            else:
+                if tab.shape == shape and tab.context.browser and tab.context.browser.is_connected():
+                    return tab
+                await tab.close()
+        return await self._new_tab(shape)
+
+    async def release(self, tab: Tab, *, healthy: bool = True) -> None:
+        """Close a job's tab, restart Chromium when due, and start preparing the next tab."""
+        await tab.close()
+        self._jobs_since_start += 1
+        if not healthy or self._jobs_since_start >= self._settings.jobs_per_browser:
+            await self.restart()
+        self.prepare(ContextShape())
+
+    def release_soon(self, tab: Tab, *, healthy: bool = True) -> None:
+        """`release` in the background, so the job's result goes out before the clean-up."""
+        self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy))
+
+    def prepare(self, shape: ContextShape) -> None:
+        """Start creating the next tab in the background (no-op when one is being prepared)."""
+        if self._prepared is None:
+            self._prepared = asyncio.ensure_future(self._new_tab(shape))
+
+    async def restart(self) -> None:
+        """Close Chromium now; the next tab starts a new one."""
+        await self._discard_prepared()
+        if self._browser is not None:
+            browser, self._browser = self._browser, None
+            self.restarts += 1
+            try:
+                await asyncio.wait_for(browser.close(), 10)
+            except Exception:
+                log.warning("chromium did not close cleanly", exc_info=True)
+
+    async def _discard_prepared(self) -> None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return
+        if not prepared.done():
+            prepared.cancel()
+        try:
+            tab = await prepared
+        except BaseException:
+            return
+        await tab.close()
+
+    async def close(self) -> None:
+        """Stop Chromium and Playwright."""
+        await self.restart()
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None

@@ -1,0 +1,159 @@
+"""The base error type and the errors a capture can end with, each with its code and HTTP status.
+
+Core code raises these; one exception handler in `service/` turns them into the JSON error body
+(the API's own errors, such as credentials and limits, live in `service/errors.py`).
+They cross the queue as JSON (`to_payload` / `from_payload`), so a worker's error reaches the
+client with the same code and message. This module imports nothing heavy: the API loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+DOCUMENTATION_URL = "https://github.com/screenshot-service/screenshot-service#errors"
+
+
+@dataclass(frozen=True)
+class ErrorDetail:
+    """One field-level problem: which parameter and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+class ServiceError(Exception):
+    """Base of every error a client may see. Subclasses fix `code` and `status`."""
+
+    code: ClassVar[str] = "internal_application_error"
+    status: ClassVar[int] = 500
+    # Whether the error is unexpected and worth a log line with a stack trace.
+    report: ClassVar[bool] = False
+    _by_code: ClassVar[dict[str, type[ServiceError]]] = {}
+
+    def __init__(
+        self,
+        message: str,
+        details: list[ErrorDetail] | None = None,
+        *,
+        returned_status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+        self.returned_status_code = returned_status_code
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        ServiceError._by_code.setdefault(cls.code, cls)
+
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON error body of DESIGN §4."""
+        body: dict[str, Any] = {
+            "is_successful": False,
+            "error_code": self.code,
+            "error_message": self.message,
+            "error_details": [{"field": d.field, "message": d.message} for d in self.details],
+            "documentation_url": DOCUMENTATION_URL,
+        }
+        if self.returned_status_code is not None:
+            body["returned_status_code"] = self.returned_status_code
+        return body
+
+    @classmethod
+    def from_payload(cls, body: dict[str, Any]) -> ServiceError:
+        """Rebuild an error sent across the queue by `to_payload`."""
+        error_cls = cls._by_code.get(str(body.get("error_code")), InternalError)
+        details = [ErrorDetail(d["field"], d["message"]) for d in body.get("error_details", [])]
+        return error_cls(
+            str(body.get("error_message", "")),
+            details,
+            returned_status_code=body.get("returned_status_code"),
+        )
+
+
+class InternalError(ServiceError):
+    code = "internal_application_error"
+    status = 500
+    report = True
+
+    def __init__(self, message: str = "Internal error; it is safe to retry the request.", *args: Any,
+                 **kwargs: Any) -> None:
+        super().__init__(message, *args, **kwargs)
+
+
+
+
+
+
+
+
+class RequestNotValid(ServiceError):
+    code = "request_not_valid"
+    status = 400
+
+
+class SelectorNotFound(ServiceError):
+    code = "selector_not_found"
+    status = 400
+
+
+class InvalidCookieParameter(ServiceError):
+    code = "invalid_cookie_parameter"
+    status = 400
+
+
+class InvalidHeaderParameter(ServiceError):
+    code = "invalid_header_parameter"
+    status = 400
+
+
+class ResultingImageTooLarge(ServiceError):
+    code = "resulting_image_too_large"
+    status = 400
+
+
+
+class NameNotResolved(ServiceError):
+    code = "name_not_resolved"
+    status = 400
+
+
+class NetworkError(ServiceError):
+    code = "network_error"
+    status = 500
+
+
+class HostReturnedError(ServiceError):
+    code = "host_returned_error"
+    status = 500
+
+
+class CaptureTimeout(ServiceError):
+    code = "timeout_error"
+    status = 500
+
+
+class ContentContainsString(ServiceError):
+    code = "content_contains_specified_string"
+    status = 500
+
+
+class ContentMissingString(ServiceError):
+    code = "content_missing_specified_string"
+    status = 500
+
+
+class MatchedFailedRequest(ServiceError):
+    code = "matched_failed_request"
+    status = 500
+
+
+class ScriptTriggersRedirect(ServiceError):
+    code = "script_triggers_redirect"
+    status = 400
+
+
+class StorageAccessDenied(ServiceError):
+    code = "storage_access_denied"
+    status = 400

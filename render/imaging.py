@@ -1,0 +1,142 @@
+"""Image post-processing with pyvips: a pipeline of small named steps with a deadline between them.
+
+Chromium encodes png, jpeg and webp itself; everything else (other formats, resizing, palette
+PNGs) goes through here. libvips' operation cache is off: each worker handles one image at a time
+and parallelism comes from the worker pool (STYLE 6).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyvips
+
+from render.errors import CaptureTimeout, ResultingImageTooLarge
+
+pyvips.cache_set_max(0)
+
+CONTENT_TYPES = {
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "jpg": "image/jpeg",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "heif": "image/heif",
+    "tiff": "image/tiff",
+    "jp2": "image/jp2",
+    "gif": "image/gif",
+    "pdf": "application/pdf",
+    "html": "text/html; charset=utf-8",
+    "markdown": "text/markdown; charset=utf-8",
+}
+
+# Largest side each format can hold (beyond it: resulting_image_too_large, never a crash).
+MAX_SIDE = {
+    "png": 2**31 - 1,
+    "jpeg": 65535,
+    "jpg": 65535,
+    "webp": 16383,
+    "avif": 16384,
+    "heif": 16384,
+    "tiff": 2**32 - 1,
+    "jp2": 2**32 - 1,
+    "gif": 65535,
+}
+
+
+def check_output_size(width: int, height: int, fmt: str, max_pixels: int) -> None:
+    """Refuse outputs the format cannot hold or beyond the pixel budget, before any work is done."""
+    side = MAX_SIDE.get(fmt)
+    if side is not None and (width > side or height > side):
+        raise ResultingImageTooLarge(
+            f"The image would be {width}x{height} pixels; {fmt} holds at most {side} pixels a side. "
+            "Use a smaller viewport, device_scale_factor or image_width/image_height, or another format.")
+    if width * height > max_pixels:
+        raise ResultingImageTooLarge(
+            f"The image would be {width}x{height} = {width * height} pixels, over the limit of "
+            f"{max_pixels} (setting SCREENSHOT_MAX_IMAGE_PIXELS).")
+
+
+def fit_size(width: int, height: int, target_width: int | None, target_height: int | None) -> tuple[int, int]:
+    """Output size for `image_width`/`image_height`, keeping the aspect ratio (fit inside both)."""
+    if target_width is None and target_height is None:
+        return width, height
+    scale_w = target_width / width if target_width else None
+    scale_h = target_height / height if target_height else None
+    scale = min(s for s in (scale_w, scale_h) if s is not None)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """How the final image is written."""
+
+    format: str
+    quality: int
+    palette: bool = False  # png only: quantise to a palette at `quality`
+
+
+Step = Callable[[pyvips.Image], pyvips.Image]
+
+
+def resize(width: int, height: int) -> Step:
+    """Scale to exactly `width` x `height` (the caller keeps the aspect ratio)."""
+
+    def step(image: pyvips.Image) -> pyvips.Image:
+        if (image.width, image.height) == (width, height):
+            return image
+        return image.resize(width / image.width, vscale=height / image.height, kernel="lanczos3")
+
+    return step
+
+
+def flatten(background: tuple[int, int, int] = (255, 255, 255)) -> Step:
+    """Drop alpha onto a background, for formats without transparency."""
+
+    def step(image: pyvips.Image) -> pyvips.Image:
+        return image.flatten(background=list(background)) if image.hasalpha() else image
+
+    return step
+
+
+def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
+    """Write the image in its output format, tuned for speed at the requested quality."""
+    fmt, q = options.format, options.quality
+    image = image.cast("uchar") if image.format != "uchar" else image
+    if fmt == "png":
+        if options.palette:
+            return bytes(image.pngsave_buffer(palette=True, Q=q, compression=6))
+        return bytes(image.pngsave_buffer(compression=6))
+    if fmt in ("jpeg", "jpg"):
+        return bytes(flatten()(image).jpegsave_buffer(Q=q, optimize_coding=True, strip=True))
+    if fmt == "webp":
+        return bytes(image.webpsave_buffer(Q=q, effort=2, strip=True))
+    if fmt == "avif":
+        return bytes(image.heifsave_buffer(Q=q, compression="av1", effort=2, strip=True))
+    if fmt == "heif":
+        return bytes(image.heifsave_buffer(Q=q, compression="hevc", effort=0, strip=True))
+    if fmt == "tiff":
+        return bytes(flatten()(image).tiffsave_buffer(compression="jpeg", Q=q, strip=True))
+    if fmt == "jp2":
+        return bytes(image.jp2ksave_buffer(Q=q, lossless=False, strip=True))
+    if fmt == "gif":
+        return bytes(image.gifsave_buffer(effort=4, strip=True))
+    raise ValueError(f"not an image format: {fmt}")
+
+
+def run_pipeline(source: bytes, steps: list[Step], options: EncodeOptions, deadline: float) -> pyvips.Image:
+    """Decode, apply each step with a deadline check between them; returns the image to encode."""
+    image = pyvips.Image.new_from_buffer(source, "", access="sequential")
+    for step in steps:
+        if time.monotonic() > deadline:
+            raise CaptureTimeout("The capture ran out of time while post-processing the image.")
+        image = step(image)
+    return image
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """Pixel size of an encoded image, from its header only."""
+    image = pyvips.Image.new_from_buffer(data, "")
+    return image.width, image.height

@@ -1,0 +1,116 @@
+"""Loading the source into a page and waiting until every requested event holds."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page, Request, Response
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from render.documents import markdown_to_html
+from render.errors import CaptureTimeout, HostReturnedError, NameNotResolved, NetworkError, ServiceError
+from render.options import TakeOptions
+
+NETWORK_QUIET_SECONDS = 0.5
+_NET_ERROR = re.compile(r"net::(ERR_[A-Z_]+)")
+
+
+class InflightTracker:
+    """Counts a page's requests in flight, for `networkidle2` (at most 2 for 500 ms)."""
+
+    def __init__(self, page: Page) -> None:
+        self._inflight: set[Request] = set()
+        self._changed = asyncio.Event()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    def _started(self, request: Request) -> None:
+        self._inflight.add(request)
+        self._changed.set()
+
+    def _ended(self, request: Request) -> None:
+        self._inflight.discard(request)
+        self._changed.set()
+
+    async def wait_idle(self, max_inflight: int, timeout: float) -> None:
+        """Return once at most `max_inflight` requests stayed in flight for NETWORK_QUIET_SECONDS."""
+        async with asyncio.timeout(timeout):
+            quiet_since: float | None = None
+            while True:
+                left: float | None = None
+                if len(self._inflight) <= max_inflight:
+                    quiet_since = quiet_since or time.monotonic()
+                    left = quiet_since + NETWORK_QUIET_SECONDS - time.monotonic()
+                    if left <= 0:
+                        return
+                else:
+                    quiet_since = None
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), left)
+                except TimeoutError:
+                    pass
+
+
+def _first_event(wait_until: Sequence[str]) -> str:
+    """The Playwright event to navigate with; the others are awaited afterwards."""
+    if "load" in wait_until:
+        return "load"
+    if "domcontentloaded" in wait_until:
+        return "domcontentloaded"
+    return "commit"
+
+
+def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> ServiceError:
+    """Map a Playwright navigation failure to the spec's error codes."""
+    if isinstance(error, PlaywrightTimeoutError):
+        return CaptureTimeout(
+            f"{what} did not finish loading within navigation_timeout ({options.navigation_timeout} s).")
+    match = _NET_ERROR.search(error.message)
+    code = match.group(1) if match else None
+    if code == "ERR_NAME_NOT_RESOLVED":
+        return NameNotResolved(f"The host of {what} could not be resolved (DNS).")
+    if code is not None:
+        return NetworkError(f"Could not load {what}: {code}.")
+    return NetworkError(f"Could not load {what}: {error.message.splitlines()[0]}")
+
+
+async def load_source(page: Page, options: TakeOptions, deadline: float) -> Response | None:
+    """Navigate to the url (or set the html/markdown) and wait for every `wait_until` event."""
+    nav_deadline = min(deadline, time.monotonic() + options.navigation_timeout)
+    tracker = InflightTracker(page) if "networkidle2" in options.wait_until else None
+    first = _first_event(options.wait_until)
+    what = options.url or "the page"
+    response: Response | None = None
+    try:
+        timeout_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
+        if options.url is not None:
+            response = await page.goto(options.url, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
+        else:
+            content = options.html if options.html is not None else markdown_to_html(options.markdown or "")
+            await page.set_content(content, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
+        for event in options.wait_until:
+            remaining_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
+            if event == "networkidle0":
+                await page.wait_for_load_state("networkidle", timeout=remaining_ms)
+            elif event in ("load", "domcontentloaded"):
+                await page.wait_for_load_state(event, timeout=remaining_ms)
+        if tracker is not None:
+            await tracker.wait_idle(2, max(0.001, nav_deadline - time.monotonic()))
+    except PlaywrightError as error:
+        raise translate_error(error, what, options) from None
+    except TimeoutError:
+        raise CaptureTimeout(
+            f"{what} did not reach networkidle2 within navigation_timeout ({options.navigation_timeout} s)."
+        ) from None
+    if response is not None and not 200 <= response.status < 300 and not options.ignore_host_errors:
+        raise HostReturnedError(
+            f"{what} answered HTTP {response.status}; set ignore_host_errors=true to capture it anyway.",
+            returned_status_code=response.status,
+        )
+    return response

@@ -1,0 +1,418 @@
+"""The typed `/take` request: every parameter of the spec, with its type, default, range and rules.
+
+This is the contract between the API and the workers: the API validates a request into
+`TakeOptions`, sends `to_payload()` over the queue, and the worker rebuilds the same model. It
+imports neither Playwright nor FastAPI. Every violation is collected and reported at once by
+`parse_take_options`, as `RequestNotValid` with one `ErrorDetail` per problem.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from render.devices import DEVICE_IDS, Viewport, resolve_viewport
+from render.errors import ErrorDetail, RequestNotValid
+
+# --- value types shared by the request models -------------------------------------------------
+
+
+def _parse_bool(value: Any) -> Any:
+    """Booleans are `true/false/1/0` in any case (DESIGN §4), JSON booleans as they are."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "0"):
+        return False
+    raise ValueError("must be a boolean: true, false, 1 or 0")
+
+
+def _as_list(value: Any) -> Any:
+    """A single value where a list is expected is a list of one (`?hide_selectors=.ad`)."""
+    if isinstance(value, str | int | float):
+        return [value]
+    return value
+
+
+Bool = Annotated[bool, BeforeValidator(_parse_bool)]
+OptionalBool = Annotated[bool | None, BeforeValidator(lambda v: None if v is None else _parse_bool(v))]
+StrList = Annotated[list[str], BeforeValidator(_as_list)]
+
+ImageFormat = Literal["png", "jpeg", "jpg", "webp", "avif", "heif", "tiff", "jp2", "gif"]
+DocumentFormat = Literal["pdf", "html", "markdown"]
+Format = Literal[ImageFormat, DocumentFormat]
+IMAGE_FORMATS: frozenset[str] = frozenset(get_args(ImageFormat))
+ResponseType = Literal["by_format", "json", "empty"]
+WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]
+ResourceType = Literal["document", "stylesheet", "image", "media", "font", "script", "xhr", "fetch",
+                       "websocket", "eventsource", "manifest", "other"]
+PaperFormat = Literal["a0", "a1", "a2", "a3", "a4", "a5", "a6", "legal", "letter", "tabloid"]
+CountryCode = Literal["us", "gb", "de", "fr", "it", "es", "jp", "kr", "cn", "in", "au", "br", "mx",
+                      "ca", "nz", "pe", "is", "ie"]
+DeviceId = Literal[DEVICE_IDS]  # type: ignore[valid-type]
+
+SYNC_TIMEOUT_MAX = 90
+ASYNC_TIMEOUT_MAX = 300
+DELAY_SYNC_MAX = 30
+CACHE_TTL_MIN = 14400
+CACHE_TTL_MAX = 2592000
+_CSS_LENGTH = re.compile(r"^\s*\d+(\.\d+)?\s*(px|in|cm|mm)?\s*$", re.IGNORECASE)
+
+
+def param(default: Any, group: str, description: str, **constraints: Any) -> Any:
+    """A documented parameter: its group (the spec's section) drives docs and the playground."""
+    return Field(default, description=description, json_schema_extra={"group": group}, **constraints)
+
+
+# Parameters whose feature this server does not implement yet. Setting one to anything but its
+# default is refused with `request_not_valid` naming it, never silently ignored. Each capability
+# issue removes its entries when the feature lands.
+NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
+    (
+        "full_page", "full_page_scroll", "full_page_scroll_delay", "full_page_scroll_by",
+        "full_page_max_height", "full_page_algorithm",
+        "selector", "selector_algorithm", "selector_scroll_into_view", "error_on_selector_not_found",
+        "scroll_into_view", "scroll_into_view_adjust_top", "capture_beyond_viewport",
+        "clip_x", "clip_y", "clip_width", "clip_height",
+        "block_ads", "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
+        "block_trackers", "block_requests", "block_resources", "hide_selectors",
+        "styles", "scripts", "scripts_wait_until", "click", "error_on_click_selector_not_found",
+        "hover", "error_on_hover_selector_not_found",
+        "dark_mode", "reduced_motion", "media_type",
+        "wait_for_selector", "wait_for_selector_algorithm",
+        "headers", "cookies", "authorization", "time_zone", "bypass_csp",
+        "geolocation_latitude", "geolocation_longitude", "geolocation_accuracy",
+        "ip_country_code", "proxy",
+        "cache", "cache_ttl", "cache_key",
+        "async_", "webhook_url", "webhook_sign", "webhook_errors",
+        "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
+        "metadata_fonts", "metadata_content", "metadata_content_format",
+        "metadata_http_response_status_code", "metadata_http_response_headers",
+        "fail_if_content_contains", "fail_if_content_missing", "fail_if_request_failed",
+        "fail_if_gpu_rendering_fails",
+        "vision_provider_api_key", "vision_prompt", "vision_max_tokens",
+        "watermark", "watermark_image_url", "watermark_opacity", "blur",
+    ),
+    "not supported by this server yet",
+)
+
+
+class TakeOptions(BaseModel):
+    """Every parameter of `/take`. Defaults are the spec's; `None` means "not given"."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    # Source: exactly one.
+    url: str | None = param(None, "Source", "HTTP or HTTPS address of the page to capture.")
+    html: str | None = param(None, "Source", "Raw HTML to render.")
+    markdown: str | None = param(None, "Source", "Markdown, rendered to styled HTML first.")
+
+    # Response
+    format: Format = param("png", "Response", "Output format.")
+    response_type: ResponseType = param(
+        "by_format", "Response", "by_format: the bytes; json: metadata and a URL; empty: status only.")
+
+    # Viewport
+    viewport_width: int | None = param(None, "Viewport", "Viewport width in CSS pixels (default 1280).",
+                                       ge=1, le=16384)
+    viewport_height: int | None = param(None, "Viewport", "Viewport height in CSS pixels (default 1024).",
+                                        ge=1, le=16384)
+    device_scale_factor: float | None = param(None, "Viewport", "Device pixel ratio, 1 to 5 (default 1).",
+                                              ge=1, le=5)
+    viewport_device: DeviceId | None = param(None, "Viewport", "Device preset id; explicit viewport "
+                                             "parameters override it.")
+    viewport_mobile: OptionalBool = param(None, "Viewport", "Mobile viewport handling (default false).")
+    viewport_has_touch: OptionalBool = param(None, "Viewport", "Touch emulation (default false).")
+    viewport_landscape: OptionalBool = param(None, "Viewport", "Landscape orientation (default false).")
+
+    # Full page
+    full_page: Bool = param(False, "Full page", "Capture the whole scrollable page.")
+    full_page_scroll: OptionalBool = param(None, "Full page", "Scroll through the page first to trigger "
+                                           "lazy loading (default true with full_page).")
+    full_page_scroll_delay: int = param(400, "Full page", "Milliseconds between scroll steps.", ge=0,
+                                        le=10000)
+    full_page_scroll_by: int | None = param(None, "Full page", "Pixels per scroll step (default: viewport "
+                                            "height).", ge=1)
+    full_page_max_height: int | None = param(None, "Full page", "Caps the captured height in pixels.", ge=1)
+    full_page_algorithm: Literal["default", "by_sections"] = param(
+        "default", "Full page", "default: native capture; by_sections: capture sections and stitch.")
+
+    # Selector and scrolling
+    selector: str | None = param(None, "Selector", "Only this element is output; `shadow/` prefix "
+                                 "traverses open shadow roots.")
+    selector_algorithm: Literal["default", "clip"] = param("default", "Selector",
+                                                           "default: element box; clip: page region.")
+    selector_scroll_into_view: Bool = param(True, "Selector", "Scroll to the element first.")
+    error_on_selector_not_found: Bool = param(False, "Selector", "Fail with selector_not_found when "
+                                              "nothing matches.")
+    scroll_into_view: str | None = param(None, "Selector", "Scroll until this element is visible, then "
+                                         "capture the viewport.")
+    scroll_into_view_adjust_top: int = param(0, "Selector", "Pixels to adjust the scroll by; positive "
+                                             "down, negative up.")
+    capture_beyond_viewport: Bool = param(False, "Selector", "Capture content outside the viewport.")
+
+    # Clip (all four together)
+    clip_x: int | None = param(None, "Clip", "Left edge of the clip, pixels.", ge=0)
+    clip_y: int | None = param(None, "Clip", "Top edge of the clip, pixels.", ge=0)
+    clip_width: int | None = param(None, "Clip", "Width of the clip, pixels.", ge=1)
+    clip_height: int | None = param(None, "Clip", "Height of the clip, pixels.", ge=1)
+
+    # Blocking
+    block_ads: Bool = param(False, "Blocking", "Block ads (EasyList).")
+    block_cookie_banners: Bool = param(False, "Blocking", "Hide cookie consent banners.")
+    block_banners_by_heuristics: Bool = param(False, "Blocking", "Alternative banner blocking by "
+                                              "heuristics.")
+    block_chats: Bool = param(False, "Blocking", "Block live chat widgets.")
+    block_trackers: Bool = param(False, "Blocking", "Block trackers (EasyPrivacy).")
+    block_requests: StrList = param([], "Blocking", "URL patterns to block; `*` is a wildcard.")
+    block_resources: Annotated[list[ResourceType], BeforeValidator(_as_list)] = param(
+        [], "Blocking", "Resource types to block.")
+    hide_selectors: StrList = param([], "Blocking", "Elements hidden with display: none.")
+
+    # Customization
+    styles: str | None = param(None, "Customization", "CSS injected before capture.")
+    scripts: str | None = param(None, "Customization", "JavaScript run before capture.")
+    scripts_wait_until: Annotated[list[WaitEvent], BeforeValidator(_as_list)] = param(
+        [], "Customization", "Events to wait for after the script; required if it navigates.")
+    click: str | None = param(None, "Customization", "Element to click before capture.")
+    error_on_click_selector_not_found: Bool = param(True, "Customization", "Fail when `click` "
+                                                    "matches nothing.")
+    hover: str | None = param(None, "Customization", "Element to hover before capture.")
+    error_on_hover_selector_not_found: Bool = param(True, "Customization", "Fail when `hover` "
+                                                    "matches nothing.")
+
+    # Display emulation
+    dark_mode: OptionalBool = param(None, "Emulation", "true: dark, false: light, omitted: site default.")
+    reduced_motion: Bool = param(False, "Emulation", "Emulate prefers-reduced-motion.")
+    media_type: Literal["screen", "print"] = param("screen", "Emulation", "CSS media type.")
+    omit_background: Bool = param(False, "Emulation", "Transparent background (png, webp).")
+
+    # Wait and timing
+    delay: int = param(0, "Wait", "Seconds to wait before capture; above 30 requires async.", ge=0,
+                       le=ASYNC_TIMEOUT_MAX)
+    wait_until: Annotated[list[WaitEvent], BeforeValidator(_as_list)] = param(
+        ["load"], "Wait", "Events that must all have happened before capture.", min_length=1)
+    wait_for_selector: str | None = param(None, "Wait", "Wait for these selectors (comma-separated).")
+    wait_for_selector_algorithm: Literal["at_least_one", "at_least_by_count"] = param(
+        "at_least_one", "Wait", "at_least_one, or at_least_by_count (each selector at least once).")
+    timeout: int = param(60, "Wait", "Seconds for the whole capture: at most 90, or 300 with async.",
+                         ge=1, le=ASYNC_TIMEOUT_MAX)
+    navigation_timeout: int = param(30, "Wait", "Seconds for the page to load, at most 30.", ge=1, le=30)
+
+    # Request to the target
+    user_agent: str | None = param(None, "Request", "User-Agent header; a viewport_device overrides it.")
+    headers: StrList = param([], "Request", "Extra headers, each `Name:Value`.")
+    cookies: StrList = param([], "Request", "Cookies, each `name=value; Domain=...; Secure; HttpOnly`.")
+    authorization: str | None = param(None, "Request", "Authorization header value for the target.")
+    time_zone: str | None = param(None, "Request", "IANA time zone id.")
+    bypass_csp: Bool = param(False, "Request", "Bypass the page's Content-Security-Policy.")
+
+    # Geolocation (all three)
+    geolocation_latitude: float | None = param(None, "Geolocation", "Latitude.", ge=-90, le=90)
+    geolocation_longitude: float | None = param(None, "Geolocation", "Longitude.", ge=-180, le=180)
+    geolocation_accuracy: float | None = param(None, "Geolocation", "Accuracy in metres.", ge=0)
+
+    # Proxy
+    ip_country_code: CountryCode | None = param(None, "Proxy", "Use the proxy configured for this country.")
+    proxy: str | None = param(None, "Proxy", "http://user:password@host:port/ to send the capture through.")
+
+    # Image post-processing
+    image_quality: int = param(80, "Image", "Quality 0-100 (jpeg, webp, avif, heif, tiff, jp2; png: "
+                               "palette quantisation when given).", ge=0, le=100)
+    image_width: int | None = param(None, "Image", "Output width; aspect ratio kept.", ge=1, le=65535)
+    image_height: int | None = param(None, "Image", "Output height; aspect ratio kept.", ge=1, le=65535)
+
+    # PDF
+    pdf_print_background: Bool = param(False, "PDF", "Print background graphics.")
+    pdf_fit_one_page: Bool = param(False, "PDF", "Scale the page to fit one sheet.")
+    pdf_landscape: Bool = param(False, "PDF", "Landscape sheets.")
+    pdf_paper_format: PaperFormat = param("a4", "PDF", "Paper size.")
+    pdf_margin: str = param("0", "PDF", "Margin on all sides, CSS units.")
+    pdf_margin_top: str | None = param(None, "PDF", "Top margin, overrides pdf_margin.")
+    pdf_margin_right: str | None = param(None, "PDF", "Right margin, overrides pdf_margin.")
+    pdf_margin_bottom: str | None = param(None, "PDF", "Bottom margin, overrides pdf_margin.")
+    pdf_margin_left: str | None = param(None, "PDF", "Left margin, overrides pdf_margin.")
+
+    # Cache
+    cache: Bool = param(False, "Cache", "Serve from and store in the cache.")
+    cache_ttl: int | None = param(None, "Cache", "Seconds a cached result lives (14400-2592000).",
+                                  ge=CACHE_TTL_MIN, le=CACHE_TTL_MAX)
+    cache_key: str | None = param(None, "Cache", "Distinguishes cached versions.")
+
+    # Async and webhooks
+    async_: Bool = param(False, "Async", "Answer 202 at once; the result goes to the webhook.",
+                         alias="async")
+    webhook_url: str | None = param(None, "Async", "URL receiving a POST with the result.")
+    webhook_sign: Bool = param(True, "Async", "Sign the webhook body (X-Service-Signature).")
+    webhook_errors: Bool = param(False, "Async", "Deliver failures to the webhook too.")
+    external_identifier: str | None = param(None, "Async", "Echoed in x-service-external-identifier.",
+                                            max_length=256)
+
+    # Metadata
+    metadata_image_size: Bool = param(False, "Metadata", "Output image width and height.")
+    metadata_page_title: Bool = param(False, "Metadata", "The page title.")
+    metadata_open_graph: Bool = param(False, "Metadata", "All og:* properties.")
+    metadata_icon: Bool = param(False, "Metadata", "The page's best icon.")
+    metadata_fonts: Bool = param(False, "Metadata", "Font families the page rendered with.")
+    metadata_content: Bool = param(False, "Metadata", "Upload the page content; URL returned.")
+    metadata_content_format: Literal["html", "markdown"] = param("html", "Metadata",
+                                                                 "Format of metadata_content.")
+    metadata_http_response_status_code: Bool = param(False, "Metadata", "Main document's status code.")
+    metadata_http_response_headers: Bool = param(False, "Metadata", "Main document's headers.")
+
+    # Error control
+    ignore_host_errors: Bool = param(False, "Errors", "Capture even when the target answers non-2xx.")
+    fail_if_content_contains: StrList = param([], "Errors", "Fail if the body contains any of these.")
+    fail_if_content_missing: StrList = param([], "Errors", "Fail if the body contains none of these.")
+    fail_if_request_failed: str | None = param(None, "Errors", "Fail if a request matching this URL "
+                                               "pattern fails.")
+    fail_if_gpu_rendering_fails: Bool = param(False, "Errors", "Fail instead of software rendering.")
+
+    # AI vision
+    vision_provider_api_key: str | None = param(None, "Vision", "Your key for the vision provider; "
+                                                "never stored.")
+    vision_prompt: str | None = param(None, "Vision", "Prompt sent with the image.")
+    vision_max_tokens: int | None = param(None, "Vision", "Completion length limit.", ge=1, le=16384)
+
+    # Effects
+    watermark: str | None = param(None, "Effects", "Watermark text.")
+    watermark_image_url: str | None = param(None, "Effects", "Watermark image URL.")
+    watermark_opacity: float = param(0.5, "Effects", "Watermark opacity, 0 to 1.", ge=0, le=1)
+    blur: StrList = param([], "Effects", "Selectors of elements blurred in the output.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value.strip())
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value.strip()
+
+    @field_validator("pdf_margin", "pdf_margin_top", "pdf_margin_right", "pdf_margin_bottom",
+                     "pdf_margin_left")
+    @classmethod
+    def _css_length(cls, value: str | None) -> str | None:
+        if value is not None and not _CSS_LENGTH.match(value):
+            raise ValueError("must be a CSS length such as 0, 10px, 1cm, 5mm or 0.5in")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> TakeOptions:
+        problems = list(self._cross_field_problems())
+        if problems:
+            raise _CrossFieldError(problems)
+        return self
+
+    def _cross_field_problems(self) -> list[ErrorDetail]:
+        problems: list[ErrorDetail] = []
+        sources = [name for name in ("url", "html", "markdown") if getattr(self, name) is not None]
+        if len(sources) != 1:
+            problems.append(ErrorDetail(
+                "url", "exactly one of url, html or markdown is required"
+                + (f" (got {', '.join(sources)})" if sources else "")))
+        problems += _all_or_none(self, "clip", ("clip_x", "clip_y", "clip_width", "clip_height"))
+        problems += _all_or_none(self, "geolocation", ("geolocation_latitude", "geolocation_longitude",
+                                                       "geolocation_accuracy"))
+        timeout_max = ASYNC_TIMEOUT_MAX if self.async_ else SYNC_TIMEOUT_MAX
+        if self.timeout > timeout_max:
+            mode = "async" if self.async_ else "synchronous (use async=true for up to 300)"
+            problems.append(ErrorDetail("timeout", f"must be at most {timeout_max} for {mode} requests"))
+        if self.delay > DELAY_SYNC_MAX and not self.async_:
+            problems.append(ErrorDetail("delay", f"values above {DELAY_SYNC_MAX} require async=true"))
+        if self.delay >= self.timeout:
+            problems.append(ErrorDetail("delay", f"must be shorter than timeout ({self.timeout} s)"))
+        if self.cache and (self.async_ or self.webhook_url):
+            problems.append(ErrorDetail("cache", "cannot be combined with async or webhook_url"))
+        if self.proxy is not None and self.ip_country_code is not None:
+            problems.append(ErrorDetail("proxy", "give either proxy or ip_country_code, not both"))
+        if self.omit_background and self.format not in ("png", "webp"):
+            problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
+        problems += self._unsupported_problems()
+        return problems
+
+    def _unsupported_problems(self) -> list[ErrorDetail]:
+        fields = type(self).model_fields
+        return [
+            ErrorDetail(fields[name].alias or name, NOT_YET_SUPPORTED[name])
+            for name in sorted(self.model_fields_set & NOT_YET_SUPPORTED.keys())
+            if getattr(self, name) != fields[name].default
+        ]
+
+    # --- derived values used by the renderer ---------------------------------------------------
+
+    @property
+    def viewport(self) -> Viewport:
+        """The effective viewport: preset first, then explicit parameters."""
+        return resolve_viewport(
+            device=self.viewport_device, width=self.viewport_width, height=self.viewport_height,
+            scale=self.device_scale_factor, mobile=self.viewport_mobile, touch=self.viewport_has_touch,
+            landscape=self.viewport_landscape, user_agent=self.user_agent,
+        )
+
+    @property
+    def file_extension(self) -> str:
+        """Extension for stored objects and downloads."""
+        return {"markdown": "md", "jpeg": "jpg"}.get(self.format, self.format)
+
+    def to_payload(self) -> dict[str, Any]:
+        """JSON-safe form for the queue: only what the caller set, so defaults stay the model's."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _all_or_none(options: BaseModel, label: str, names: tuple[str, ...]) -> list[ErrorDetail]:
+    given = [n for n in names if getattr(options, n) is not None]
+    if given and len(given) != len(names):
+        missing = [n for n in names if n not in given]
+        return [ErrorDetail(n, f"{label} needs all of {', '.join(names)}") for n in missing]
+    return []
+
+
+class _CrossFieldError(ValueError):
+    """Raised inside the model validator to carry several field problems out of pydantic."""
+
+    def __init__(self, problems: list[ErrorDetail]) -> None:
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.problems = problems
+
+
+def validation_details(error: ValidationError) -> list[ErrorDetail]:
+    """Turn pydantic's errors into `field: message` details, one per problem."""
+    details: list[ErrorDetail] = []
+    for item in error.errors(include_url=False):
+        ctx_error = (item.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _CrossFieldError):
+            details.extend(ctx_error.problems)
+            continue
+        field = ".".join(str(part) for part in item["loc"]) or "request"
+        if item["type"] == "extra_forbidden":
+            message = "unknown parameter"
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+        details.append(ErrorDetail(field, message))
+    return details
+
+
+def parse_take_options(params: dict[str, Any]) -> TakeOptions:
+    """Validate raw parameters into `TakeOptions` or raise `RequestNotValid` listing every problem."""
+    try:
+        return TakeOptions.model_validate(params)
+    except ValidationError as error:
+        details = validation_details(error)
+        summary = "; ".join(f"{d.field}: {d.message}" for d in details)
+        raise RequestNotValid(f"Invalid parameters: {summary}", details) from None

@@ -1,0 +1,72 @@
+"""What crosses the queue between the API and the workers, as JSON.
+
+The API enqueues `render.jobs.capture` with a `JobRequest` payload; the worker stores a
+`JobResult` under `result_key(reference)` and publishes the reference on the request's reply
+channel. Pure module: the API imports it without Playwright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+from redis.typing import EncodableT, FieldT
+
+QUEUE_NAME = "render"
+JOB_FUNCTION = "render.jobs.capture"
+RESULT_TTL_SECONDS = 300
+WORKERS_SEEN_KEY = "workers:seen"
+
+
+def result_key(reference: str) -> str:
+    """Redis hash holding a finished job's result."""
+    return f"result:{reference}"
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One capture to run: the validated options and where the answer goes."""
+
+    reference: str
+    organisation: str
+    options: dict[str, Any]
+    trace_id: str
+    deadline: float  # UNIX seconds after which the job is abandoned
+    reply_channel: str | None = None
+    store_result: bool = False  # upload to storage (response_type=json) instead of returning bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRequest:
+        return cls(**data)
+
+
+@dataclass
+class JobResult:
+    """Outcome of a job: either the output (bytes or a stored object) or an error payload."""
+
+    reference: str
+    ok: bool
+    rendering_seconds: float = 0.0
+    content_type: str = ""
+    size_bytes: int = 0
+    format: str = ""
+    width: int | None = None
+    height: int | None = None
+    storage_key: str | None = None
+    error: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    body: bytes = b""
+
+    def to_redis(self) -> dict[FieldT, EncodableT]:
+        meta = asdict(self)
+        meta.pop("body")
+        return {"meta": orjson.dumps(meta), "body": self.body}
+
+    @classmethod
+    def from_redis(cls, fields: dict[bytes, bytes]) -> JobResult:
+        meta = orjson.loads(fields[b"meta"])
+        return cls(**meta, body=fields.get(b"body", b""))

@@ -1,0 +1,153 @@
+"""A worker process's long-lived state: an event loop thread running the warm browser.
+
+RQ calls jobs synchronously in the worker's main thread (SimpleWorker: no fork per job). Each job
+is handed to the browser's event loop with a hard deadline; when a job overruns it, Chromium is
+restarted so a stuck page can never hold the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from render.browser import BrowserSupervisor, ContextShape
+from render.capture import Output, capture, monotonic_deadline
+from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
+from render.options import TakeOptions
+from render.protocol import RESULT_TTL_SECONDS, WORKERS_SEEN_KEY, JobRequest, JobResult, result_key
+from render.settings import RenderSettings
+from storage import Storage, StorageError, object_key
+
+log = logging.getLogger(__name__)
+HEARTBEAT_SECONDS = 5
+
+
+def _overran(options: TakeOptions) -> CaptureTimeout:
+    return CaptureTimeout(f"The capture did not finish within timeout ({options.timeout} s).")
+
+
+class WorkerRuntime:
+    """Owns the browser loop thread; `handle` runs one job to a published result."""
+
+    def __init__(self, settings: RenderSettings, storage: Storage, connection: redis.Redis | None,
+                 name: str = "worker") -> None:
+        self.settings = settings
+        self.storage = storage
+        self.redis = connection
+        self.name = name
+        self.loop = asyncio.new_event_loop()
+        self.supervisor = BrowserSupervisor(settings)
+        self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
+
+    def start(self) -> None:
+        """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
+        self._thread.start()
+        self.call_soon(self.supervisor.prepare, ContextShape())
+        if self.redis is not None:
+            asyncio.run_coroutine_threadsafe(self._heartbeat(), self.loop)
+
+    def call_soon(self, func: Any, *args: Any) -> None:
+        self.loop.call_soon_threadsafe(func, *args)
+
+    def stop(self) -> None:
+        """Close Chromium and stop the loop."""
+        future = asyncio.run_coroutine_threadsafe(self.supervisor.close(), self.loop)
+        try:
+            future.result(timeout=15)
+        except Exception:
+            log.warning("browser did not close cleanly", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+
+    async def _heartbeat(self) -> None:
+        assert self.redis is not None
+        while True:
+            try:
+                await asyncio.to_thread(self.redis.zadd, WORKERS_SEEN_KEY, {self.name: time.time()})
+            except redis.RedisError:
+                log.warning("heartbeat failed", exc_info=True)
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def render(self, options: TakeOptions, unix_deadline: float) -> Output:
+        """Run one capture on the loop thread, enforcing the deadline from this thread too."""
+        future = asyncio.run_coroutine_threadsafe(self._render(options, unix_deadline), self.loop)
+        hard_limit = unix_deadline - time.time() + self.settings.deadline_grace_seconds
+        try:
+            return future.result(timeout=max(0.0, hard_limit))
+        except concurrent.futures.TimeoutError:
+            # The page did not yield even to cancellation: kill Chromium, it restarts lazily.
+            future.cancel()
+            log.error("capture overran its deadline; restarting chromium")
+            asyncio.run_coroutine_threadsafe(self.supervisor.restart(), self.loop).result(timeout=30)
+            raise _overran(options) from None
+
+    async def _render(self, options: TakeOptions, unix_deadline: float) -> Output:
+        deadline = monotonic_deadline(unix_deadline)
+        tab = await self.supervisor.acquire(ContextShape.for_viewport(options.viewport))
+        healthy = True
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                return await capture(options, tab, self.settings, deadline)
+        except TimeoutError:
+            raise _overran(options) from None
+        except ServiceError:
+            raise
+        except Exception:
+            healthy = tab.context.browser is not None and tab.context.browser.is_connected()
+            raise
+        finally:
+            self.supervisor.release_soon(tab, healthy=healthy)
+
+    def handle(self, job: JobRequest) -> JobResult:
+        """Run a queued job and publish its result; never raises for capture failures."""
+        started = time.monotonic()
+        if time.time() >= job.deadline:
+            log.info("job %s expired in the queue", job.reference)
+            result = JobResult(job.reference, ok=False, error=CaptureTimeout(
+                "The request waited in the queue past its timeout; try again or add workers.").to_payload())
+            self._publish(job, result)
+            return result
+        try:
+            options = TakeOptions.model_validate(job.options)
+            output = self.render(options, job.deadline)
+            result = JobResult(
+                job.reference, ok=True, rendering_seconds=time.monotonic() - started,
+                content_type=output.content_type, size_bytes=len(output.body), format=output.format,
+                width=output.width, height=output.height, body=output.body)
+            if job.store_result:
+                self._store(job, options, result)
+        except ServiceError as error:
+            if error.report:
+                log.error("job %s failed: %s", job.reference, error.message)
+            result = JobResult(job.reference, ok=False, error=error.to_payload(),
+                               rendering_seconds=time.monotonic() - started)
+        except Exception:
+            log.exception("job %s failed unexpectedly (trace %s)", job.reference, job.trace_id)
+            result = JobResult(job.reference, ok=False, error=InternalError().to_payload(),
+                               rendering_seconds=time.monotonic() - started)
+        self._publish(job, result)
+        return result
+
+    def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
+        key = object_key(job.organisation, job.reference, options.file_extension)
+        try:
+            self.storage.put(key, result.body, result.content_type)
+        except StorageError as error:
+            raise StorageAccessDenied(f"Could not store the result: {error}") from None
+        result.storage_key = key
+        result.body = b""
+
+    def _publish(self, job: JobRequest, result: JobResult) -> None:
+        if self.redis is None or job.reply_channel is None:
+            return
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(result_key(job.reference), mapping=result.to_redis())
+            pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
+            pipe.publish(job.reply_channel, job.reference)
+            pipe.execute()

@@ -1,0 +1,24 @@
+"""Settings of the render workers (environment, prefix SCREENSHOT_)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RenderSettings(BaseSettings):
+    """How workers run Chromium and bound each capture."""
+
+    model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
+
+    chromium_path: str = Field("/usr/bin/chromium", description="Chromium executable (Debian's).")
+    jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
+    allow_private_networks: bool = Field(
+        False, description="Let captures reach loopback and private addresses (development, tests).")
+    max_image_pixels: int = Field(
+        100_000_000, ge=1, description="Largest output image in pixels; beyond: resulting_image_too_large.")
+    max_result_bytes: int = Field(
+        200 * 1024 * 1024, ge=1, description="Largest output in bytes; beyond: resulting_image_too_large.")
+    deadline_grace_seconds: float = Field(
+        5.0, ge=0, description="Extra time a job gets to clean up after its timeout before Chromium is "
+        "restarted.")

@@ -1,0 +1,37 @@
+"""`screenshot-service worker`: an RQ worker that keeps Chromium warm and never forks per job."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+
+import redis
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
+
+from render import jobs
+from render.protocol import QUEUE_NAME
+from render.runtime import WorkerRuntime
+from render.settings import RenderSettings
+from storage import StorageSettings, open_storage
+
+log = logging.getLogger(__name__)
+
+
+def run_worker(redis_url: str, settings: RenderSettings, storage_settings: StorageSettings,
+               *, burst: bool = False) -> None:
+    """Serve capture jobs until SIGTERM/SIGINT (finishing the current job first)."""
+    connection = redis.Redis.from_url(redis_url)
+    name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
+    runtime = WorkerRuntime(settings, open_storage(storage_settings), connection, name=name)
+    runtime.start()
+    jobs.install(runtime)
+    queue = Queue(QUEUE_NAME, connection=connection, serializer=JSONSerializer)
+    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer, name=name)
+    log.info("worker %s serving queue %s", name, QUEUE_NAME)
+    try:
+        worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+    finally:
+        runtime.stop()

@@ -1,0 +1,1 @@
+"""The HTTP API: parsing, auth, quota and concurrency, dispatch to workers, responses."""

@@ -1,0 +1,159 @@
+"""The FastAPI application: `create_app(settings)` wires Redis, queue, storage, routes and errors."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from render.errors import InternalError, ServiceError
+from service.context import AppContext
+from service.dispatch import Dispatcher
+from service.errors import RequestBodyTooLarge
+from service.metrics import Metrics
+from service.organisations import OrganisationStore
+from service.quota import QuotaKeeper
+from service.routes import account, capture, operations
+from service.settings import Settings
+from storage import StorageError, open_storage
+
+log = logging.getLogger(__name__)
+URL_SECRET_KEY = "config:url_signing_secret"
+
+
+def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:
+    """The JSON error body of DESIGN §4 with the error's status."""
+    headers = {"x-service-error-code": error.code}
+    if trace_id:
+        headers["x-service-trace-id"] = trace_id
+    return JSONResponse(error.to_payload(), status_code=error.status, headers=headers)
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over SCREENSHOT_MAX_BODY_BYTES with 413, by header or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _error(self) -> JSONResponse:
+        return error_response(RequestBodyTooLarge(
+            f"The request body is larger than {self.max_bytes} bytes (setting SCREENSHOT_MAX_BODY_BYTES)."))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._error()(scope, receive, send)
+                return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise RequestBodyTooLarge(
+                        f"The request body is larger than {self.max_bytes} bytes "
+                        "(setting SCREENSHOT_MAX_BODY_BYTES).")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+async def _url_secret(settings: Settings, connection: aioredis.Redis) -> bytes:
+    """The secret for local storage URLs: configured, or generated once and shared through Redis."""
+    if settings.service.url_signing_secret:
+        return settings.service.url_signing_secret.encode()
+    await connection.set(URL_SECRET_KEY, secrets.token_hex(32), nx=True)
+    secret = await connection.get(URL_SECRET_KEY)
+    return secret.encode() if isinstance(secret, str) else bytes(secret or b"")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API application for these settings."""
+    if not settings.service.redis_url:
+        raise ValueError("the API needs SCREENSHOT_REDIS_URL (`screenshot-service run` sets it)")
+    redis_url = settings.service.redis_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            connection = aioredis.Redis.from_url(redis_url, max_connections=512)
+            stack.push_async_callback(connection.aclose)
+            sync_connection = redis.Redis.from_url(redis_url)
+            stack.callback(sync_connection.close)
+            dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue)
+            await dispatcher.start()
+            stack.push_async_callback(dispatcher.stop)
+            try:
+                storage = open_storage(settings.storage)
+            except StorageError as error:
+                raise SystemExit(f"storage: {error}") from None
+            context = AppContext(
+                settings=settings, redis=connection, organisations=OrganisationStore(connection),
+                quota=QuotaKeeper(connection), dispatcher=dispatcher, storage=storage,
+                url_secret=await _url_secret(settings, connection), metrics=Metrics())
+            await _bootstrap_organisation(context)
+            app.state.context = context
+            yield
+
+    app = FastAPI(
+        title="screenshot-service",
+        version="1.0.0",
+        description="Self-hosted screenshot capture API. Parameters: see the README and the spec.",
+        lifespan=lifespan,
+        default_response_class=JSONResponse,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+
+    @app.middleware("http")
+    async def trace(request: Request, call_next: Any) -> Response:
+        request.state.trace_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        context = getattr(request.app.state, "context", None)
+        if context is not None and path.startswith("/v1/"):
+            code = response.headers.get("x-service-error-code", "ok")
+            context.metrics.requests.labels(path, code).inc()
+        return response
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, error: ServiceError) -> JSONResponse:
+        if error.report:
+            log.error("%s: %s (trace %s)", error.code, error.message, getattr(request.state, "trace_id", ""))
+        return error_response(error, getattr(request.state, "trace_id", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
+        trace_id = getattr(request.state, "trace_id", None)
+        log.exception("unexpected error (trace %s)", trace_id)
+        return error_response(InternalError(), trace_id)
+
+    app.include_router(capture.router)
+    app.include_router(account.router)
+    app.include_router(operations.router)
+    return app
+
+
+async def _bootstrap_organisation(context: AppContext) -> None:
+    """Make sure the organisation of SCREENSHOT_ACCESS_KEY exists when the variable is set."""
+    service = context.settings.service
+    if not service.access_key:
+        return
+    await context.organisations.ensure(
+        "default", service.access_key, signing_key=service.signing_key, quota=service.default_quota,
+        concurrency=service.default_concurrency, require_signature=service.require_signature)

@@ -1,0 +1,33 @@
+"""Who is asking: the access key, and the signature when one is given or required."""
+
+from __future__ import annotations
+
+from service import signatures
+from service.errors import AccessKeyInvalid, AccessKeyRequired, SignatureNotValid, SignatureRequired
+from service.organisations import Organisation, OrganisationStore
+from service.params import RawParams
+
+
+async def authenticate(params: RawParams, store: OrganisationStore) -> Organisation:
+    """The organisation of the request's access key, after checking its signature rules."""
+    if not params.access_key:
+        raise AccessKeyRequired(
+            "An access key is required: send it in the X-Access-Key header, the access_key query "
+            "parameter or the access_key body field.")
+    org = await store.by_access_key(params.access_key)
+    if org is None:
+        raise AccessKeyInvalid("The access key is invalid or has been revoked.")
+    if params.signature is None:
+        if org.require_signature:
+            raise SignatureRequired(
+                "This organisation accepts only signed requests: add a signature parameter "
+                "(hex HMAC-SHA256 of the canonical parameters with your signing key).")
+        return org
+    valid = org.signing_key is not None and signatures.is_valid(
+        params.signature, org.signing_key, pairs=params.pairs, raw_query=params.raw_query,
+        method=params.method)
+    if not valid:
+        raise SignatureNotValid(
+            "The signature does not match the request's parameters; sign every parameter except "
+            "signature, sorted by name, as the README describes.")
+    return org

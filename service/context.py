@@ -1,0 +1,28 @@
+"""State shared by the request handlers of one API process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from service.dispatch import Dispatcher
+from service.metrics import Metrics
+from service.organisations import OrganisationStore
+from service.quota import QuotaKeeper
+from service.settings import Settings
+from storage import Storage
+
+
+@dataclass
+class AppContext:
+    """What request handlers share; built in the app's lifespan."""
+
+    settings: Settings
+    redis: aioredis.Redis
+    organisations: OrganisationStore
+    quota: QuotaKeeper
+    dispatcher: Dispatcher
+    storage: Storage
+    url_secret: bytes
+    metrics: Metrics

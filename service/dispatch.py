@@ -1,0 +1,106 @@
+"""Hand jobs to the workers through RQ and wait for their results without blocking the event loop.
+
+Each API process subscribes once to its own reply channel; a waiting request is just a future
+in `_waiters`, so hundreds can wait at once on one Redis connection. A periodic check of the
+result key covers a notification lost while the subscription was reconnecting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from functools import partial
+
+import anyio
+import redis
+import redis.asyncio as aioredis
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from render.protocol import JOB_FUNCTION, QUEUE_NAME, JobRequest, JobResult, result_key
+from service.errors import TemporaryUnavailable
+
+log = logging.getLogger(__name__)
+RESULT_POLL_SECONDS = 1.0
+
+
+class Dispatcher:
+    """Enqueue a job, then await its `JobResult` (or None when the wait runs out)."""
+
+    def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int) -> None:
+        self._redis = async_redis
+        self._queue = Queue(QUEUE_NAME, connection=sync_redis, serializer=JSONSerializer)
+        self._max_queue = max_queue
+        self.reply_channel = f"results:{uuid.uuid4().hex}"
+        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    async def start(self) -> None:
+        self._listener = asyncio.create_task(self._listen())
+        try:
+            await asyncio.wait_for(self._subscribed.wait(), 10)
+        except TimeoutError:
+            log.warning("result subscription not ready; falling back to polling until it is")
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+
+    async def _listen(self) -> None:
+        while True:
+            pubsub = self._redis.pubsub()
+            try:
+                await pubsub.subscribe(self.reply_channel)
+                self._subscribed.set()
+                async for message in pubsub.listen():
+                    if message["type"] != "message":
+                        continue
+                    waiter = self._waiters.get(message["data"].decode())
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(None)
+            except (redis.RedisError, OSError):
+                log.warning("result subscription lost; reconnecting", exc_info=True)
+                await asyncio.sleep(0.5)
+            finally:
+                await pubsub.aclose()
+
+    async def queue_depth(self) -> int:
+        return int(await self._redis.llen(self._queue.key))
+
+    async def run(self, job: JobRequest, wait_seconds: float, job_timeout: int) -> JobResult | None:
+        """Enqueue and wait; None when no result came within `wait_seconds`."""
+        if await self.queue_depth() >= self._max_queue:
+            raise TemporaryUnavailable(
+                f"All workers are busy and {self._max_queue} requests are already waiting (setting "
+                "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters[job.reference] = waiter
+        try:
+            await anyio.to_thread.run_sync(partial(
+                self._queue.enqueue_call, func=JOB_FUNCTION, args=(job.to_json(),), job_id=job.reference,
+                timeout=job_timeout, ttl=max(1, int(wait_seconds)), result_ttl=60, failure_ttl=3600))
+            give_up = time.monotonic() + wait_seconds
+            while True:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    return None
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter), min(RESULT_POLL_SECONDS, left))
+                except TimeoutError:
+                    pass
+                result = await self._take_result(job.reference)
+                if result is not None:
+                    return result
+        finally:
+            self._waiters.pop(job.reference, None)
+
+    async def _take_result(self, reference: str) -> JobResult | None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(result_key(reference))
+            pipe.delete(result_key(reference))
+            fields, _ = await pipe.execute()
+        return JobResult.from_redis(fields) if fields else None

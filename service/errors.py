@@ -1,0 +1,45 @@
+"""Errors raised by the API itself: credentials, signatures, limits, body size, overload."""
+
+from __future__ import annotations
+
+from render.errors import ServiceError
+
+
+class AccessKeyRequired(ServiceError):
+    code = "access_key_required"
+    status = 400
+
+
+class AccessKeyInvalid(ServiceError):
+    code = "access_key_invalid"
+    status = 400
+
+
+class SignatureRequired(ServiceError):
+    code = "signature_is_required"
+    status = 400
+
+
+class SignatureNotValid(ServiceError):
+    code = "signature_is_not_valid"
+    status = 400
+
+
+class ScreenshotsLimitReached(ServiceError):
+    code = "screenshots_limit_reached"
+    status = 400
+
+
+class ConcurrencyLimitReached(ServiceError):
+    code = "concurrency_limit_reached"
+    status = 400
+
+
+class RequestBodyTooLarge(ServiceError):
+    code = "request_body_too_large"
+    status = 413
+
+
+class TemporaryUnavailable(ServiceError):
+    code = "temporary_unavailable"
+    status = 503

@@ -1,0 +1,135 @@
+"""Organisations and their keys in Redis.
+
+An access key is stored only as its SHA-256 (`accesskey:<hash>` -> organisation id); the signing
+key must stay readable because the service computes HMACs with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.typing import EncodableT, FieldT
+
+ORGS_KEY = "orgs"
+
+
+def _org_key(org_id: str) -> str:
+    return f"org:{org_id}"
+
+
+def _access_key_key(access_key: str) -> str:
+    return f"accesskey:{hashlib.sha256(access_key.encode()).hexdigest()}"
+
+
+def text(value: bytes | str) -> str:
+    """A Redis reply as text (clients here return bytes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def new_key() -> str:
+    """A fresh random key (URL-safe, 32 characters)."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class Organisation:
+    """Who a request is for, and its limits."""
+
+    id: str
+    name: str
+    quota: int
+    concurrency: int
+    signing_key: str | None
+    require_signature: bool
+    key_hint: str = ""
+    revoked: bool = False
+
+
+@dataclass(frozen=True)
+class CreatedOrganisation:
+    """A new organisation with its keys, shown once."""
+
+    organisation: Organisation
+    access_key: str
+
+
+class OrganisationStore:
+    """Create, find, list and revoke organisations."""
+
+    def __init__(self, connection: aioredis.Redis) -> None:
+        self._redis = connection
+
+    async def create(
+        self, name: str, *, quota: int, concurrency: int, require_signature: bool = False,
+        access_key: str | None = None, signing_key: str | None = None,
+    ) -> CreatedOrganisation:
+        """A new organisation; keys are generated unless given."""
+        access_key = access_key or new_key()
+        signing_key = signing_key or new_key()
+        org = Organisation(
+            id=secrets.token_hex(8), name=name, quota=quota, concurrency=concurrency,
+            signing_key=signing_key, require_signature=require_signature, key_hint=access_key[:4])
+        created = await self._redis.set(_access_key_key(access_key), org.id, nx=True)
+        if not created:
+            raise ValueError("this access key is already in use")
+        fields: dict[FieldT, EncodableT] = {
+            "name": name, "quota": quota, "concurrency": concurrency, "signing_key": signing_key,
+            "require_signature": int(require_signature), "key_hint": org.key_hint,
+            "created_at": int(time.time()), "revoked": 0,
+        }
+        await self._redis.hset(_org_key(org.id), mapping=fields)
+        await self._redis.sadd(ORGS_KEY, org.id)
+        return CreatedOrganisation(org, access_key)
+
+    async def ensure(
+        self, name: str, access_key: str, *, signing_key: str | None, quota: int, concurrency: int,
+        require_signature: bool,
+    ) -> Organisation:
+        """The organisation of this access key, created (or updated) to match the given settings."""
+        org = await self.by_access_key(access_key)
+        if org is None:
+            return (await self.create(name, quota=quota, concurrency=concurrency, access_key=access_key,
+                                      signing_key=signing_key,
+                                      require_signature=require_signature)).organisation
+        updates: dict[FieldT, EncodableT] = {"require_signature": int(require_signature)}
+        if signing_key:
+            updates["signing_key"] = signing_key
+        await self._redis.hset(_org_key(org.id), mapping=updates)
+        return await self.get(org.id)  # type: ignore[return-value]
+
+    async def get(self, org_id: str) -> Organisation | None:
+        data = await self._redis.hgetall(_org_key(org_id))
+        if not data:
+            return None
+        fields = {text(k): text(v) for k, v in data.items()}
+        return Organisation(
+            id=org_id, name=fields.get("name", ""), quota=int(fields.get("quota", 0)),
+            concurrency=int(fields.get("concurrency", 1)), signing_key=fields.get("signing_key") or None,
+            require_signature=fields.get("require_signature") == "1", key_hint=fields.get("key_hint", ""),
+            revoked=fields.get("revoked") == "1")
+
+    async def by_access_key(self, access_key: str) -> Organisation | None:
+        """The active organisation owning this key, or None."""
+        org_id = await self._redis.get(_access_key_key(access_key))
+        if org_id is None:
+            return None
+        org = await self.get(text(org_id))
+        return None if org is None or org.revoked else org
+
+    async def list(self) -> list[Organisation]:
+        ids = sorted(text(member) for member in await self._redis.smembers(ORGS_KEY))
+        orgs = [await self.get(org_id) for org_id in ids]
+        return [org for org in orgs if org is not None]
+
+    async def revoke(self, access_key_or_id: str) -> Organisation | None:
+        """Revoke by access key or organisation id; the key stops working at once."""
+        org = await self.by_access_key(access_key_or_id) or await self.get(access_key_or_id)
+        if org is None:
+            return None
+        await self._redis.delete(_access_key_key(access_key_or_id))
+        await self._redis.hset(_org_key(org.id), "revoked", 1)
+        return org

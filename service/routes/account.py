@@ -1,0 +1,38 @@
+"""`/usage` and the signed download links of locally stored objects."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from service.auth import authenticate
+from service.context import AppContext
+from service.errors import SignatureNotValid
+from service.params import collect
+from storage.local import verify_file_signature
+
+router = APIRouter(prefix="/v1/screenshot", tags=["account"])
+
+
+@router.get("/usage", summary="Quota and concurrency of the caller's organisation")
+async def usage(request: Request) -> Response:
+    context: AppContext = request.app.state.context
+    params = collect(method="GET", raw_query=request.url.query, body={},
+                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
+    org = await authenticate(params, context.organisations)
+    record = await context.quota.usage(org)
+    return JSONResponse(record.to_json())
+
+
+@router.get("/files/{key:path}", summary="Download a stored result through its signed, expiring link")
+async def download(request: Request, key: str, expires: int = 0, signature: str = "") -> Response:
+    context: AppContext = request.app.state.context
+    if not verify_file_signature(context.url_secret, key, expires, signature, time.time()):
+        raise SignatureNotValid("This link has expired or was altered; request a new screenshot_url.")
+    stored = context.storage.stat(key)
+    if stored is None:
+        raise SignatureNotValid("This link no longer points to a stored object; it may have been deleted.")
+    return StreamingResponse(context.storage.open(key), media_type=stored.content_type,
+                             headers={"content-length": str(stored.size)})

@@ -1,0 +1,67 @@
+"""API settings, and the composed settings of the whole service (environment, prefix SCREENSHOT_)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from render.settings import RenderSettings
+from storage.settings import StorageSettings
+
+
+class ServiceSettings(BaseSettings):
+    """How the API listens, authenticates and bounds its work."""
+
+    model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address the API listens on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port the API listens on.")
+    redis_url: str | None = Field(None, description="External Redis; unset: `run` starts a private one.")
+    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1,
+                         description="Render worker processes started by `run`.")
+    access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
+    signing_key: str | None = Field(None, description="Signing key of that organisation.")
+    require_signature: bool = Field(False, description="That organisation refuses unsigned requests.")
+    default_quota: int = Field(10000, ge=0, description="Monthly quota of new organisations.")
+    default_concurrency: int = Field(10, ge=1, description="Concurrency limit of new organisations.")
+    data_dir: Path = Field(Path("var"), description="Embedded Redis data and default local storage.")
+    public_base_url: str | None = Field(None, description="How clients reach this service "
+                                        "(default http://HOST:PORT).")
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Largest request body accepted.")
+    max_queue: int = Field(200, ge=1, description="Jobs waiting for a worker before new requests get "
+                           "temporary_unavailable.")
+    result_wait_grace: float = Field(10.0, ge=0, description="Seconds past a request's timeout the API "
+                                     "waits for a worker before answering timeout_error.")
+    url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
+                                           "(default: generated once and kept in Redis).")
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_base_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one process needs, each part owned by its package."""
+
+    service: ServiceSettings
+    render: RenderSettings
+    storage: StorageSettings
+
+
+class SettingsError(Exception):
+    """An environment variable holds an invalid value; the message names it."""
+
+
+def load_settings() -> Settings:
+    """Read every package's settings from the environment, naming any bad variable."""
+    try:
+        return Settings(ServiceSettings(), RenderSettings(), StorageSettings())
+    except ValidationError as error:
+        problems = "; ".join(
+            f"SCREENSHOT_{str(item['loc'][0]).upper()}: {item['msg']}" for item in error.errors())
+        raise SettingsError(f"invalid setting: {problems}") from None
