@@ -1,8 +1,9 @@
 """Chromium behind a supervisor: lazy start, restart on crash and after N jobs, a warm page ready.
 
 A worker runs one job at a time. While it runs, the supervisor prepares the next browser context
-and page for the most common context shape (DESIGN §6: creating them costs far more than loading
-a simple page), so the next job only has to navigate.
+and page (DESIGN §6: creating them costs far more than loading a simple page), so the next job
+only has to navigate. Every tab starts at the default viewport; device emulation is applied per
+job over CDP (`render.emulation`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
 
-from render.devices import Viewport
+from render.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
 from render.settings import RenderSettings
 
 log = logging.getLogger(__name__)
@@ -35,25 +36,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-@dataclass(frozen=True)
-class ContextShape:
-    """The options fixed when a browser context is created (the viewport size is not: it is per page)."""
-
-    scale: float = 1.0
-    mobile: bool = False
-    touch: bool = False
-    user_agent: str | None = None
-
-    @classmethod
-    def for_viewport(cls, viewport: Viewport) -> ContextShape:
-        return cls(viewport.scale, viewport.mobile, viewport.touch, viewport.user_agent)
-
-
 @dataclass
 class Tab:
     """A page in its own context, with a CDP session for captures."""
 
-    shape: ContextShape
     context: BrowserContext
     page: Page
     cdp: CDPSession
@@ -76,6 +62,7 @@ class BrowserSupervisor:
         self._jobs_since_start = 0
         self._prepared: asyncio.Task[Tab] | None = None
         self._releasing: asyncio.Task[None] | None = None
+        self._closed = False
         self.restarts = 0
 
     @property
@@ -102,14 +89,11 @@ class BrowserSupervisor:
         self._jobs_since_start = 0
         return self._browser
 
-    async def _new_tab(self, shape: ContextShape) -> Tab:
+    async def _new_tab(self) -> Tab:
         browser = await self._ensure_browser()
-        user_agent = shape.user_agent.format(chrome=self.chrome_major) if shape.user_agent else None
         context = await browser.new_context(
-            device_scale_factor=shape.scale,
-            is_mobile=shape.mobile,
-            has_touch=shape.touch,
-            user_agent=user_agent,
+            viewport={"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT},
+            user_agent=desktop_user_agent(self.chrome_major),
             service_workers="block",
             accept_downloads=False,
         )
@@ -119,10 +103,10 @@ class BrowserSupervisor:
         except BaseException:
             await context.close()
             raise
-        return Tab(shape, context, page, cdp)
+        return Tab(context, page, cdp)
 
-    async def acquire(self, shape: ContextShape) -> Tab:
-        """A fresh tab of this shape: the prepared one when it fits, else a new one."""
+    async def acquire(self) -> Tab:
+        """A fresh tab at the default viewport: the prepared one, else a new one."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             await asyncio.gather(releasing, return_exceptions=True)
@@ -133,10 +117,10 @@ class BrowserSupervisor:
             except Exception:
                 log.warning("prepared tab failed; creating one now", exc_info=True)
             else:
-                if tab.shape == shape and tab.context.browser and tab.context.browser.is_connected():
+                if tab.context.browser and tab.context.browser.is_connected():
                     return tab
                 await tab.close()
-        return await self._new_tab(shape)
+        return await self._new_tab()
 
     async def release(self, tab: Tab, *, healthy: bool = True) -> None:
         """Close a job's tab, restart Chromium when due, and start preparing the next tab."""
@@ -144,16 +128,16 @@ class BrowserSupervisor:
         self._jobs_since_start += 1
         if not healthy or self._jobs_since_start >= self._settings.jobs_per_browser:
             await self.restart()
-        self.prepare(ContextShape())
+        self.prepare()
 
     def release_soon(self, tab: Tab, *, healthy: bool = True) -> None:
         """`release` in the background, so the job's result goes out before the clean-up."""
         self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy))
 
-    def prepare(self, shape: ContextShape) -> None:
+    def prepare(self) -> None:
         """Start creating the next tab in the background (no-op when one is being prepared)."""
-        if self._prepared is None:
-            self._prepared = asyncio.ensure_future(self._new_tab(shape))
+        if self._prepared is None and not self._closed:
+            self._prepared = asyncio.ensure_future(self._new_tab())
 
     async def restart(self) -> None:
         """Close Chromium now; the next tab starts a new one."""
@@ -179,7 +163,10 @@ class BrowserSupervisor:
         await tab.close()
 
     async def close(self) -> None:
-        """Stop Chromium and Playwright."""
+        """Stop Chromium and Playwright (after any clean-up still running)."""
+        self._closed = True
+        if self._releasing is not None:
+            await asyncio.gather(self._releasing, return_exceptions=True)
         await self.restart()
         if self._playwright is not None:
             await self._playwright.stop()

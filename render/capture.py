@@ -8,15 +8,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from playwright.async_api import Error as PlaywrightError
+
 from render import imaging
 from render.browser import Tab
 from render.documents import html_to_markdown
+from render.emulation import emulate
 from render.errors import ResultingImageTooLarge
 from render.navigation import load_source
 from render.network_policy import check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
 from render.settings import RenderSettings
 
+CAPTURE_ATTEMPTS = 4
 # Chromium encodes these itself; the others go through pyvips.
 CHROMIUM_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
 CSS_PX_PER_INCH = 96
@@ -38,16 +42,15 @@ class Output:
     height: int | None = None
 
 
-async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float) -> Output:
+async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
+                  chrome_major: str) -> Output:
     """Run one capture; `deadline` is a `time.monotonic()` instant."""
     viewport = options.viewport
     if options.url is not None:
         await check_main_url(options.url, settings)
     if options.format in IMAGE_FORMATS:
         _check_planned_size(options, settings)
-    size = tab.page.viewport_size
-    if size is None or (size["width"], size["height"]) != (viewport.width, viewport.height):
-        await tab.page.set_viewport_size({"width": viewport.width, "height": viewport.height})
+    await emulate(tab, viewport, chrome_major)
     await load_source(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
@@ -84,12 +87,28 @@ async def _screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transpare
     if transparent:
         await tab.cdp.send("Emulation.setDefaultBackgroundColorOverride",
                            {"color": {"r": 0, "g": 0, "b": 0, "a": 0}})
+    # The next job's tab is prepared while this one runs and may have taken the foreground; a
+    # background tab commits no frames in headless Chromium, so its capture would fail.
+    await tab.cdp.send("Page.bringToFront")
     params: dict[str, Any] = {"format": fmt, "fromSurface": True, "captureBeyondViewport": False,
                               "optimizeForSpeed": fast}
     if fmt != "png":
         params["quality"] = quality
-    result = await tab.cdp.send("Page.captureScreenshot", params)
-    return base64.b64decode(result["data"])
+    for attempt in range(CAPTURE_ATTEMPTS):
+        try:
+            result = await tab.cdp.send("Page.captureScreenshot", params)
+            return base64.b64decode(result["data"])
+        except PlaywrightError as error:
+            # Right after load the compositor may not have produced a frame yet (seen in about one
+            # capture in ten); waiting for the next frame is far cheaper than always waiting for one.
+            if "Unable to capture screenshot" not in error.message or attempt == CAPTURE_ATTEMPTS - 1:
+                raise
+            await _next_frame(tab)
+    raise AssertionError("unreachable")
+
+
+async def _next_frame(tab: Tab) -> None:
+    await asyncio.wait_for(tab.page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))"), 2)
 
 
 async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float) -> Output:

@@ -154,6 +154,12 @@ def _with_landscape(presets: dict[str, Device]) -> dict[str, Device]:
 DEVICES: dict[str, Device] = _with_landscape(_PORTRAIT_AND_DESKTOP)
 DEVICE_IDS: tuple[str, ...] = tuple(sorted(DEVICES))
 
+def desktop_user_agent(chrome_major: str) -> str:
+    """Chromium's own user agent without the "Headless" marker sites use to refuse bots."""
+    return (f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+            f"Chrome/{chrome_major}.0.0.0 Safari/537.36")
+
+
 DEFAULT_WIDTH = 1280
 DEFAULT_HEIGHT = 1024
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import html as html_lib
 
+from bs4 import BeautifulSoup
 from markdown_it import MarkdownIt
-from markdownify import markdownify
+from markdownify import MarkdownConverter
 
 # A readable, self-contained page style: no external fonts or assets.
 MARKDOWN_STYLE = """
@@ -36,8 +37,11 @@ def markdown_to_html(text: str, title: str = "Document") -> str:
 
 
 def html_to_markdown(html: str) -> str:
-    """Convert a rendered DOM to Markdown; scripts and styles are dropped."""
-    text = markdownify(html, heading_style="ATX", strip=["script", "style", "noscript"])
+    """Convert a rendered DOM to Markdown: the body's content, without scripts, styles or templates."""
+    soup = BeautifulSoup(html, "html.parser")
+    for element in soup(["head", "script", "style", "noscript", "template"]):
+        element.decompose()
+    text = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
     lines = [line.rstrip() for line in text.splitlines()]
     # Collapse runs of blank lines left by removed elements.
     out: list[str] = []

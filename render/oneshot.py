@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from render.browser import BrowserSupervisor, ContextShape
+from render.browser import BrowserSupervisor
 from render.capture import Output, capture
 from render.options import TakeOptions
 from render.settings import RenderSettings
@@ -14,9 +14,10 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
     """Start Chromium, capture, stop Chromium: the same pipeline the workers run."""
     supervisor = BrowserSupervisor(settings)
     try:
-        tab = await supervisor.acquire(ContextShape.for_viewport(options.viewport))
+        tab = await supervisor.acquire()
         try:
-            return await capture(options, tab, settings, time.monotonic() + options.timeout)
+            return await capture(options, tab, settings, time.monotonic() + options.timeout,
+                                 supervisor.chrome_major)
         finally:
             await tab.close()
     finally:

@@ -9,7 +9,7 @@ imports neither Playwright nor FastAPI. Every violation is collected and reporte
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -64,6 +64,8 @@ PaperFormat = Literal["a0", "a1", "a2", "a3", "a4", "a5", "a6", "legal", "letter
 CountryCode = Literal["us", "gb", "de", "fr", "it", "es", "jp", "kr", "cn", "in", "au", "br", "mx",
                       "ca", "nz", "pe", "is", "ie"]
 DeviceId = Literal[DEVICE_IDS]  # type: ignore[valid-type]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 SYNC_TIMEOUT_MAX = 90
 ASYNC_TIMEOUT_MAX = 300
@@ -408,11 +410,29 @@ def validation_details(error: ValidationError) -> list[ErrorDetail]:
     return details
 
 
-def parse_take_options(params: dict[str, Any]) -> TakeOptions:
-    """Validate raw parameters into `TakeOptions` or raise `RequestNotValid` listing every problem."""
+def validate_all(model: type[ModelT], params: dict[str, Any]) -> ModelT:
+    """Validate `params` into `model`, reporting every problem at once as `RequestNotValid`.
+
+    Pydantic skips the cross-field rules when a field is invalid; to still report them, the
+    parameters are validated a second time without the invalid fields (their rules are skipped).
+    """
     try:
-        return TakeOptions.model_validate(params)
+        return model.model_validate(params)
     except ValidationError as error:
         details = validation_details(error)
-        summary = "; ".join(f"{d.field}: {d.message}" for d in details)
-        raise RequestNotValid(f"Invalid parameters: {summary}", details) from None
+        field_level = not any(isinstance((item.get("ctx") or {}).get("error"), _CrossFieldError)
+                              for item in error.errors(include_url=False))
+    failed = {d.field for d in details}
+    rest = {name: value for name, value in params.items() if name not in failed}
+    if field_level and len(rest) < len(params):
+        try:
+            model.model_validate(rest)
+        except ValidationError as error:
+            details += [d for d in validation_details(error) if d.field not in failed]
+    summary = "; ".join(f"{d.field}: {d.message}" for d in details)
+    raise RequestNotValid(f"Invalid parameters: {summary}", details) from None
+
+
+def parse_take_options(params: dict[str, Any]) -> TakeOptions:
+    """Validate raw `/take` parameters or raise `RequestNotValid` listing every problem."""
+    return validate_all(TakeOptions, params)

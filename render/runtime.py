@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from render.browser import BrowserSupervisor, ContextShape
+from render.browser import BrowserSupervisor
 from render.capture import Output, capture, monotonic_deadline
 from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
 from render.options import TakeOptions
@@ -44,19 +44,22 @@ class WorkerRuntime:
         self.loop = asyncio.new_event_loop()
         self.supervisor = BrowserSupervisor(settings)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
+        self._heartbeat_task: concurrent.futures.Future[None] | None = None
 
     def start(self) -> None:
         """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
         self._thread.start()
-        self.call_soon(self.supervisor.prepare, ContextShape())
+        self.call_soon(self.supervisor.prepare)
         if self.redis is not None:
-            asyncio.run_coroutine_threadsafe(self._heartbeat(), self.loop)
+            self._heartbeat_task = asyncio.run_coroutine_threadsafe(self._heartbeat(), self.loop)
 
     def call_soon(self, func: Any, *args: Any) -> None:
         self.loop.call_soon_threadsafe(func, *args)
 
     def stop(self) -> None:
         """Close Chromium and stop the loop."""
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
         future = asyncio.run_coroutine_threadsafe(self.supervisor.close(), self.loop)
         try:
             future.result(timeout=15)
@@ -89,11 +92,11 @@ class WorkerRuntime:
 
     async def _render(self, options: TakeOptions, unix_deadline: float) -> Output:
         deadline = monotonic_deadline(unix_deadline)
-        tab = await self.supervisor.acquire(ContextShape.for_viewport(options.viewport))
+        tab = await self.supervisor.acquire()
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                return await capture(options, tab, self.settings, deadline)
+                return await capture(options, tab, self.settings, deadline, self.supervisor.chrome_major)
         except TimeoutError:
             raise _overran(options) from None
         except ServiceError:

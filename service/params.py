@@ -98,7 +98,8 @@ def collect(
         else:
             pairs.append((name, _signable(value)))
         values[name] = value
-    access_key = header_key or _str_or_none(values.pop("access_key", None))
+    query_key = _str_or_none(values.pop("access_key", None))
+    access_key = header_key or query_key
     signature = _str_or_none(values.pop("signature", None))
     return RawParams(values, pairs, raw_query, method, access_key, signature)
 

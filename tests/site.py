@@ -1,0 +1,125 @@
+"""A local HTTP site with pages made for the tests (loopback only, free port)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+# Top half red, bottom half blue, at any viewport size.
+COLOURS = """<!DOCTYPE html><html><head><style>
+html, body { margin: 0; height: 100%; }
+.top { position: fixed; left: 0; top: 0; width: 100%; height: 50%; background: #ff0000; }
+.bottom { position: fixed; left: 0; top: 50%; width: 100%; height: 50%; background: #0000ff; }
+</style></head><body><div class="top"></div><div class="bottom"></div></body></html>"""
+
+# Writes what the browser reports about its viewport into the DOM (read back with format=html).
+VIEWPORT_PROBE = """<!DOCTYPE html><html><head><title>probe</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head><body><pre id="probe"></pre>
+<script>
+document.getElementById('probe').textContent = JSON.stringify({
+  width: window.innerWidth, height: window.innerHeight, dpr: window.devicePixelRatio,
+  touch: navigator.maxTouchPoints > 0, ua: navigator.userAgent,
+  landscape: window.matchMedia('(orientation: landscape)').matches,
+  mobile: /Mobile|Android|iPhone|iPad|Silk/.test(navigator.userAgent)
+});
+</script></body></html>"""
+
+ARTICLE = """<!DOCTYPE html><html><head><title>Article</title></head><body>
+<h1>Quarterly report</h1><p>Revenue grew by <strong>12%</strong> this quarter.</p>
+<ul><li>First point</li><li>Second point</li></ul>
+<p>Read <a href="https://example.com/more">more</a>.</p>
+<script>document.body.insertAdjacentHTML('beforeend', '<p id="added">Added by script</p>');</script>
+</body></html>"""
+
+TALL = """<!DOCTYPE html><html><body style="margin:0">
+<div style="height:3000px;background:linear-gradient(#ff0000,#0000ff)"></div></body></html>"""
+
+# A request that completes 1.5 s after load: networkidle waits for it, load does not.
+LATE_FETCH = """<!DOCTYPE html><html><body><div id="state">waiting</div><script>
+window.addEventListener('load', () => setTimeout(() => {
+  fetch('/slow?ms=300').then(r => r.text()).then(() => {
+    document.getElementById('state').textContent = 'fetched';
+  });
+}, 200));
+</script></body></html>"""
+
+# Three long-lived requests stay open: networkidle2 is reached, networkidle0 is not.
+THREE_HANGING = """<!DOCTYPE html><html><body><div id="state">start</div><script>
+window.addEventListener('load', () => {
+  for (let i = 0; i < 2; i++) fetch('/slow?ms=20000');
+  setTimeout(() => { document.getElementById('state').textContent = 'idle2'; }, 100);
+});
+</script></body></html>"""
+
+Handler = Callable[[dict[str, list[str]]], tuple[int, str, bytes]]
+
+
+def _html(body: str) -> tuple[int, str, bytes]:
+    return 200, "text/html; charset=utf-8", body.encode()
+
+
+def _status(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+    code = int(query.get("code", ["500"])[0])
+    return code, "text/html", f"<html><body><h1>Status {code}</h1></body></html>".encode()
+
+
+def _slow(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+    time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
+    return _html("<html><body>slow</body></html>")
+
+
+ROUTES: dict[str, Handler] = {
+    "/colours.html": lambda q: _html(COLOURS),
+    "/probe.html": lambda q: _html(VIEWPORT_PROBE),
+    "/article.html": lambda q: _html(ARTICLE),
+    "/tall.html": lambda q: _html(TALL),
+    "/late-fetch.html": lambda q: _html(LATE_FETCH),
+    "/three-hanging.html": lambda q: _html(THREE_HANGING),
+    "/status": _status,
+    "/slow": _slow,
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        parts = urlsplit(self.path)
+        route = ROUTES.get(parts.path)
+        status, content_type, body = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class Site:
+    """The test site on 127.0.0.1 and a free port."""
+
+    def __init__(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def __enter__(self) -> Site:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
