@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ class BrowserSupervisor:
             self.restarts += 1
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        args = list(CHROMIUM_ARGS)
+        args = [*CHROMIUM_ARGS, *shlex.split(self._settings.chromium_args)]
         if os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to sandbox as root; containers run non-root
         self._browser = await self._playwright.chromium.launch(

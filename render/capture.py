@@ -78,9 +78,9 @@ def _device_size(options: TakeOptions) -> tuple[int, int]:
 def _check_planned_size(options: TakeOptions, settings: RenderSettings) -> None:
     """Refuse before loading anything when the output cannot be produced."""
     width, height = _device_size(options)
-    imaging.check_output_size(width, height, "png", settings.max_image_pixels)
     out_w, out_h = imaging.fit_size(width, height, options.image_width, options.image_height)
     imaging.check_output_size(out_w, out_h, options.format, settings.max_image_pixels)
+    imaging.check_output_size(width, height, "png", settings.max_image_pixels)  # the capture itself
 
 
 async def _screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparent: bool) -> bytes:

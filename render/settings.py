@@ -12,6 +12,7 @@ class RenderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
 
     chromium_path: str = Field("/usr/bin/chromium", description="Chromium executable (Debian's).")
+    chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting).")
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")

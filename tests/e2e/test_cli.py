@@ -1,0 +1,128 @@
+"""The `screenshot-service` command as a user types it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import pyvips
+
+from tests.conftest import ROOT, free_port
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+
+def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
+    env.update({"SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
+                "PYTHONPATH": str(ROOT), **extra})
+    return env
+
+
+def cli(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=check)
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs whose environment mentions `marker` (every process `run` starts inherits its data dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_keys_create_list_revoke_without_a_running_service(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "data")
+    created = cli("keys", "create", "--name", "acme", "--quota", "500", "--concurrency", "3", env=env).stdout
+    access_key = re.search(r"access key:\s+(\S+)", created).group(1)  # type: ignore[union-attr]
+    org_id = re.search(r"organisation:\s+(\S+)", created).group(1)  # type: ignore[union-attr]
+    assert re.search(r"signing key:\s+\S{20,}", created)
+    listing = cli("keys", "list", env=env).stdout
+    assert re.search(rf"{org_id}\s+acme\s+{access_key[:4]}\.\.\.\s+500\s+3\s+optional\s+active", listing)
+    assert access_key not in listing  # only a hint of the key is shown
+    assert "revoked organisation" in cli("keys", "revoke", access_key, env=env).stdout
+    assert re.search(rf"{org_id}.*revoked", cli("keys", "list", env=env).stdout)
+    missing = cli("keys", "revoke", "no-such-key", env=env, check=False)
+    assert missing.returncode == 1 and "no organisation" in missing.stderr
+    assert not (tmp_path / "data" / "redis" / "redis.sock").exists()  # the embedded Redis was stopped again
+
+
+def test_take_writes_the_file_in_the_format_of_its_extension(tmp_path: Path, site: Site) -> None:
+    output = tmp_path / "shot.webp"
+    result = cli("take", site.url("/colours.html"), "-o", str(output), "--viewport-width", "320",
+                 "--viewport-height", "200", env=cli_env(tmp_path))
+    assert "Saved" in result.stderr and "320x200 webp" in result.stderr
+    image = pyvips.Image.new_from_file(str(output))
+    assert image.get("vips-loader") == "webpload"
+    assert (image.width, image.height) == (320, 200)
+    red = image.getpoint(160, 20)[:3]
+    assert red[0] > 240 and red[1] < 15 and red[2] < 15, red  # webp is lossy
+
+
+def test_take_reports_bad_parameters_by_name(tmp_path: Path) -> None:
+    result = cli("take", "https://example.com", "-o", str(tmp_path / "x.png"), "--viewport-width", "abc",
+                 env=cli_env(tmp_path), check=False)
+    assert result.returncode == 1
+    assert "request_not_valid" in result.stderr and "viewport_width" in result.stderr
+
+
+def test_take_renders_a_markdown_file(tmp_path: Path) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("# Notes\n\n- one\n- two\n")
+    output = tmp_path / "notes.pdf"
+    cli("take", str(source), "-o", str(output), env=cli_env(tmp_path))
+    assert output.read_bytes().startswith(b"%PDF-")
+
+
+def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path: Path, site: Site) -> None:
+    data_dir = tmp_path / "run-data"
+    port = free_port()
+    env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
+    process = subprocess.Popen([sys.executable, "-m", "service.cli", "run"], env=env, cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 90
+        while not any("Press Ctrl-C" in line for line in lines):
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            lines.append(process.stdout.readline())
+        banner = "".join(lines)
+        assert f"running at http://127.0.0.1:{port}" in banner
+        key = re.search(r"access key: (\S+)", banner).group(1)  # type: ignore[union-attr]
+        curl = re.search(r"try:\s+(curl .*)", banner).group(1)  # type: ignore[union-attr]
+        # The printed command works as printed, pointed at a page this machine can reach.
+        curl = curl.replace("https://example.com", site.url("/colours.html")).replace(
+            "example.png", str(tmp_path / "example.png"))
+        subprocess.run(shlex.split(curl) + ["-sf"], check=True, timeout=60)
+        image = pyvips.Image.new_from_file(str(tmp_path / "example.png"))
+        assert (image.width, image.height) == (1280, 1024)
+        # The key is kept in the data dir and reused by the next start.
+        assert (data_dir / "access_key").read_text().strip() == key
+        usage = httpx.get(f"http://127.0.0.1:{port}/v1/screenshot/usage", params={"access_key": key}).json()
+        assert usage["used"] == 1
+        assert len(processes_with(str(data_dir))) >= 3  # API, worker, Chromium at least
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=90)
+    assert process.returncode == 0, output
+    assert "Stopped." in output
+    leftovers = processes_with(str(data_dir))
+    assert leftovers == [], leftovers
+    assert (data_dir / "redis" / "appendonlydir").is_dir()  # Redis kept its data with AOF
