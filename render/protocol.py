@@ -35,6 +35,7 @@ class JobRequest:
     deadline: float  # UNIX seconds after which the job is abandoned
     reply_channel: str | None = None
     store_result: bool = False  # upload to storage (response_type=json) instead of returning bytes
+    enqueued_at: float = 0.0  # UNIX seconds, for the queue-wait metric
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +60,8 @@ class JobResult:
     storage_key: str | None = None
     error: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0  # UNIX seconds when a worker picked the job up
+    finished_at: float = 0.0  # UNIX seconds when the result was ready
     body: bytes = b""
 
     def to_redis(self) -> dict[FieldT, EncodableT]:

@@ -45,6 +45,7 @@ class WorkerRuntime:
         self.supervisor = BrowserSupervisor(settings)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
+        self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
 
     def start(self) -> None:
         """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
@@ -92,7 +93,9 @@ class WorkerRuntime:
 
     async def _render(self, options: TakeOptions, unix_deadline: float) -> Output:
         deadline = monotonic_deadline(unix_deadline)
+        started = time.monotonic()
         tab = await self.supervisor.acquire()
+        self.last_acquire_seconds = time.monotonic() - started
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
@@ -110,6 +113,7 @@ class WorkerRuntime:
     def handle(self, job: JobRequest) -> JobResult:
         """Run a queued job and publish its result; never raises for capture failures."""
         started = time.monotonic()
+        started_at = time.time()
         if time.time() >= job.deadline:
             log.info("job %s expired in the queue", job.reference)
             result = JobResult(job.reference, ok=False, error=CaptureTimeout(
@@ -122,7 +126,10 @@ class WorkerRuntime:
             result = JobResult(
                 job.reference, ok=True, rendering_seconds=time.monotonic() - started,
                 content_type=output.content_type, size_bytes=len(output.body), format=output.format,
-                width=output.width, height=output.height, body=output.body)
+                width=output.width, height=output.height, body=output.body,
+                extra={"acquire_seconds": round(self.last_acquire_seconds, 4)})
+            log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
+                      self.last_acquire_seconds, result.rendering_seconds)
             if job.store_result:
                 self._store(job, options, result)
         except ServiceError as error:
@@ -134,6 +141,7 @@ class WorkerRuntime:
             log.exception("job %s failed unexpectedly (trace %s)", job.reference, job.trace_id)
             result = JobResult(job.reference, ok=False, error=InternalError().to_payload(),
                                rendering_seconds=time.monotonic() - started)
+        result.started_at, result.finished_at = started_at, time.time()
         self._publish(job, result)
         return result
 

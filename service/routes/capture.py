@@ -79,9 +79,11 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
         job = JobRequest(
             reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=options.response_type == "json")
+            store_result=options.response_type == "json", enqueued_at=time.time())
         result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                               job_timeout=int(options.timeout + grace))
+        if result is not None and result.started_at:
+            context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:
             raise CaptureTimeout(
                 f"No worker finished the capture within timeout ({options.timeout} s); the service may be "

@@ -1,0 +1,175 @@
+"""The benchmark: the service over HTTP against a plain Playwright script, same page, same machine, one run.
+
+The plain script is what a team would write by hand: a warm Chromium, a new context per shot,
+`page.goto` then `page.screenshot`. The service runs as deployed (redis-server, API, one worker per
+core) and is called over HTTP. Both capture the same local page at 1280x1024 as PNG, sequentially
+and with 4 clients in parallel. Prints p50/p95 latency and shots/s for both, and their ratios.
+
+    make bench                      # or: .venv/bin/python bench/run.py --shots 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+import redis.asyncio as aioredis
+from playwright.async_api import async_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from service.organisations import OrganisationStore  # noqa: E402
+from tests.servers import redis_server, running_service  # noqa: E402
+from tests.site import ROUTES, Site, _html  # noqa: E402
+
+SIMPLE_PAGE = """<!DOCTYPE html><html><head><title>Simple</title><style>
+body { font-family: "Liberation Sans", sans-serif; margin: 40px; background: #f7f7fb; color: #222; }
+header { background: #3b5bdb; color: white; padding: 24px; border-radius: 8px; }
+.card { background: white; margin-top: 24px; padding: 24px; border-radius: 8px; box-shadow: 0 1px 3px #0002; }
+</style></head><body><header><h1>Simple page</h1><p>A small local page for the benchmark.</p></header>
+<div class="card"><h2>Section</h2><p>Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod
+tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</li><li>Three</li></ul></div>
+</body></html>"""
+
+VIEWPORT = {"width": 1280, "height": 1024}
+PARALLEL_CLIENTS = 4
+
+
+@dataclass
+class Stats:
+    """Latencies (seconds) and throughput of one scenario."""
+
+    name: str
+    shots: int
+    p50: float
+    p95: float
+    shots_per_second: float
+    rendering_p50: float | None = None
+
+    @classmethod
+    def of(cls, name: str, latencies: list[float], wall: float, rendering: list[float] | None = None) -> Stats:
+        ordered = sorted(latencies)
+        return cls(name, len(ordered), statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))],
+                   len(ordered) / wall, statistics.median(rendering) if rendering else None)
+
+
+async def plain_script(url: str, shots: int) -> tuple[Stats, Stats]:
+    """A hand-written Playwright script: warm browser, new context per shot, page.screenshot."""
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+
+        async def shot() -> float:
+            started = time.perf_counter()
+            context = await browser.new_context(viewport=VIEWPORT)
+            page = await context.new_page()
+            await page.goto(url)
+            await page.screenshot(type="png")
+            await context.close()
+            return time.perf_counter() - started
+
+        for _ in range(3):  # warm-up
+            await shot()
+        started = time.perf_counter()
+        sequential = [await shot() for _ in range(shots)]
+        seq = Stats.of("plain script, sequential", sequential, time.perf_counter() - started)
+
+        async def client(count: int) -> list[float]:
+            return [await shot() for _ in range(count)]
+
+        started = time.perf_counter()
+        per_client = await asyncio.gather(*(client(shots // PARALLEL_CLIENTS) for _ in range(PARALLEL_CLIENTS)))
+        par = Stats.of(f"plain script, {PARALLEL_CLIENTS} in parallel", [t for ts in per_client for t in ts],
+                       time.perf_counter() - started)
+        await browser.close()
+    return seq, par
+
+
+async def _new_key(redis_url: str) -> str:
+    connection = aioredis.Redis.from_url(redis_url)
+    try:
+        created = await OrganisationStore(connection).create("bench", quota=10**9, concurrency=100)
+        return created.access_key
+    finally:
+        await connection.aclose()
+
+
+def service(url: str, shots: int, workers: int) -> tuple[Stats, Stats]:
+    """The service as deployed, over HTTP."""
+    with tempfile.TemporaryDirectory() as tmp, redis_server(Path(tmp)) as redis_url, \
+            running_service(redis_url, Path(tmp), workers=workers) as running:
+        key = asyncio.run(_new_key(redis_url))
+        params = {"access_key": key, "url": url, "format": "png"}
+        with httpx.Client(base_url=running.url, timeout=60) as http:
+
+            def shot() -> tuple[float, float]:
+                started = time.perf_counter()
+                response = http.get("/v1/screenshot/take", params=params)
+                elapsed = time.perf_counter() - started
+                if response.status_code != 200 or not response.content.startswith(b"\x89PNG"):
+                    raise RuntimeError(f"capture failed: {response.status_code} {response.text[:200]}")
+                return elapsed, float(response.headers["x-service-rendering-seconds"])
+
+            for _ in range(3):  # warm-up
+                shot()
+            started = time.perf_counter()
+            results = [shot() for _ in range(shots)]
+            seq = Stats.of("service, sequential", [r[0] for r in results], time.perf_counter() - started,
+                           [r[1] for r in results])
+            started = time.perf_counter()
+            with ThreadPoolExecutor(PARALLEL_CLIENTS) as pool:
+                results = list(pool.map(lambda _: shot(), range(shots)))
+            par = Stats.of(f"service, {PARALLEL_CLIENTS} clients", [r[0] for r in results],
+                           time.perf_counter() - started, [r[1] for r in results])
+    return seq, par
+
+
+def table(rows: list[Stats]) -> str:
+    lines = ["| scenario | shots | p50 ms | p95 ms | shots/s | worker rendering p50 ms |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        rendering = f"{row.rendering_p50 * 1000:.0f}" if row.rendering_p50 is not None else ""
+        lines.append(f"| {row.name} | {row.shots} | {row.p50 * 1000:.0f} | {row.p95 * 1000:.0f} | "
+                     f"{row.shots_per_second:.2f} | {rendering} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shots", type=int, default=40, help="captures per scenario (default 40)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="service workers (default: cores)")
+    args = parser.parse_args()
+    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
+    with Site() as site:
+        url = site.url("/bench/simple.html")
+        print(f"Plain Playwright script: {args.shots} shots sequential, then {PARALLEL_CLIENTS} in parallel ...",
+              flush=True)
+        plain_seq, plain_par = asyncio.run(plain_script(url, args.shots))
+        print(f"Service ({args.workers} workers) over HTTP: the same ...", flush=True)
+        service_seq, service_par = service(url, args.shots, args.workers)
+    rows = [plain_seq, service_seq, plain_par, service_par]
+    print()
+    print(table(rows))
+    overhead = (service_seq.p50 - (service_seq.rendering_p50 or 0)) * 1000
+    print(f"\nsequential p50, service / plain: {service_seq.p50 / plain_seq.p50:.2f}x")
+    print(f"throughput, service ({PARALLEL_CLIENTS} clients) / plain ({PARALLEL_CLIENTS} in parallel): "
+          f"{service_par.shots_per_second / plain_par.shots_per_second:.2f}x")
+    print(f"service time outside the worker (p50 end-to-end minus p50 rendering): {overhead:.0f} ms")
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "latest.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+
+
+if __name__ == "__main__":
+    main()

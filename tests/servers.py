@@ -1,0 +1,110 @@
+"""Starting and stopping the real parts (redis-server, API, workers) on free ports.
+
+Shared by the test fixtures and the benchmark, so both run the service exactly as deployed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(check: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (OSError, redis.RedisError, httpx.HTTPError, KeyError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} did not become ready within {timeout} s")
+
+
+@contextlib.contextmanager
+def redis_server(data_dir: Path) -> Iterator[str]:
+    """A redis-server of its own on a free loopback port; yields its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir), "--save", "",
+         "--appendonly", "no", "--loglevel", "warning"], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: redis.Redis.from_url(url).ping(), 10, "redis-server")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict[str, str]:
+    """Environment for service processes on this machine: private networks allowed (local sites)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
+    env.update({
+        "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_PORT": str(port), "SCREENSHOT_HOST": "127.0.0.1",
+        "SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
+        "SCREENSHOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+        # Names under .invalid fail inside Chromium without asking any DNS server.
+        "SCREENSHOT_CHROMIUM_ARGS": "--host-resolver-rules='MAP *.invalid ~NOTFOUND'",
+    })
+    env.update(extra)
+    return env
+
+
+def start(role: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`screenshot-service <role>` in its own session."""
+    return subprocess.Popen([sys.executable, "-m", "service.cli", role], env=env, cwd=ROOT, start_new_session=True)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM, then SIGKILL of each process group (Chromium included)."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+@dataclass
+class RunningService:
+    url: str
+    redis_url: str
+    data_dir: Path
+    env: dict[str, str]
+
+
+@contextlib.contextmanager
+def running_service(redis_url: str, data_dir: Path, workers: int, **extra: str) -> Iterator[RunningService]:
+    """The API and `workers` render workers, ready to serve."""
+    port = free_port()
+    env = service_env(redis_url, data_dir, port, **extra)
+    processes = [start("worker", env) for _ in range(workers)] + [start("api", env)]
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60, "the API and workers")
+        yield RunningService(url, redis_url, data_dir, env)
+    finally:
+        stop(processes)
