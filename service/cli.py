@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -26,9 +25,9 @@ def _settings() -> Settings:
         raise SystemExit(f"error: {error}") from None
 
 
-def _configure_logging() -> None:
+def _configure_logging(settings: Settings) -> None:
     logging.basicConfig(
-        level=os.environ.get("SCREENSHOT_LOG_LEVEL", "INFO").upper(),
+        level=settings.service.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
@@ -47,7 +46,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     settings = _settings()
     if not settings.service.redis_url:
         raise SystemExit("error: `api` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
-    _configure_logging()
+    _configure_logging(settings)
     uvicorn.run(create_app(settings), host=settings.service.host, port=settings.service.port,
                 log_level="warning", access_log=False, loop="uvloop", http="httptools",
                 timeout_graceful_shutdown=int(settings.service.result_wait_grace) + 90)
@@ -60,7 +59,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings()
     if not settings.service.redis_url:
         raise SystemExit("error: `worker` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
-    _configure_logging()
+    _configure_logging(settings)
     run_worker(settings.service.redis_url, settings.render, settings.storage, burst=args.burst)
     return 0
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from render.settings import RenderSettings
@@ -36,8 +37,15 @@ class ServiceSettings(BaseSettings):
                            "temporary_unavailable.")
     result_wait_grace: float = Field(10.0, ge=0, description="Seconds past a request's timeout the API "
                                      "waits for a worker before answering timeout_error.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level of the "
+                                                                     "API and workers.")
     url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
                                            "(default: generated once and kept in Redis).")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @property
     def base_url(self) -> str:
