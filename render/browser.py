@@ -22,6 +22,8 @@ from render.settings import RenderSettings
 
 log = logging.getLogger(__name__)
 
+CLOSE_TIMEOUT_SECONDS = 10
+
 # Flags for a quiet, deterministic headless Chromium with no calls home.
 CHROMIUM_ARGS = [
     "--disable-background-networking",
@@ -46,11 +48,15 @@ class Tab:
     cdp: CDPSession
     info: dict[str, Any] = field(default_factory=dict)
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
+        """Close the tab's context; False when it did not close in time (a hung renderer)."""
         try:
-            await self.context.close()
+            await asyncio.wait_for(self.context.close(), CLOSE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return False
         except Exception:  # the browser may already be gone; nothing left to free then
             log.debug("context close failed", exc_info=True)
+        return True
 
 
 class BrowserSupervisor:
@@ -125,7 +131,9 @@ class BrowserSupervisor:
 
     async def release(self, tab: Tab, *, healthy: bool = True) -> None:
         """Close a job's tab, restart Chromium when due, and start preparing the next tab."""
-        await tab.close()
+        if not await tab.close():
+            log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
+            healthy = False
         self._jobs_since_start += 1
         if not healthy or self._jobs_since_start >= self._settings.jobs_per_browser:
             await self.restart()

@@ -1,0 +1,67 @@
+"""The browser supervisor: lazy start, restart after N jobs and on crash, hard deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from render.browser import BrowserSupervisor
+from render.capture import capture
+from render.options import parse_take_options
+from render.settings import RenderSettings
+from tests.conftest import Org
+
+pytestmark = pytest.mark.browser
+
+HTML = "<html><body style='margin:0;background:#00ff00'></body></html>"
+
+
+async def shoot(supervisor: BrowserSupervisor) -> bytes:
+    options = parse_take_options({"html": HTML, "viewport_width": "50", "viewport_height": "50"})
+    tab = await supervisor.acquire()
+    try:
+        output = await capture(options, tab, supervisor._settings, time.monotonic() + 30, supervisor.chrome_major)
+    finally:
+        supervisor.release_soon(tab)
+    return output.body
+
+
+def test_lazy_start_restart_after_n_jobs_and_after_a_crash() -> None:
+    async def main() -> None:
+        supervisor = BrowserSupervisor(RenderSettings(jobs_per_browser=2))
+        try:
+            assert supervisor._browser is None  # nothing starts before it is needed
+            for _ in range(3):
+                assert (await shoot(supervisor)).startswith(b"\x89PNG")
+            assert supervisor.restarts == 1  # after the second job
+            browser = supervisor._browser
+            assert browser is not None
+            session = await browser.new_browser_cdp_session()
+            try:
+                await session.send("Browser.crash")
+            except Exception:  # the crash takes the session with it
+                pass
+            for _ in range(50):
+                if not browser.is_connected():
+                    break
+                await asyncio.sleep(0.1)
+            assert not browser.is_connected()
+            assert (await shoot(supervisor)).startswith(b"\x89PNG")  # a new Chromium took over
+            assert supervisor.restarts >= 2
+        finally:
+            await supervisor.close()
+
+    asyncio.run(main())
+
+
+def test_a_hung_page_times_out_and_the_worker_carries_on(client: httpx.Client, org: Org) -> None:
+    hang = "<html><body><script>setTimeout(() => { while (true) {} }, 50)</script>hung</body></html>"
+    response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": hang, "delay": "1",
+                                                         "timeout": "3"})
+    assert response.status_code == 500 and response.json()["error_code"] == "timeout_error"
+    for _ in range(3):  # both workers still serve
+        ok = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": HTML})
+        assert ok.status_code == 200, ok.text
