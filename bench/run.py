@@ -2,7 +2,7 @@
 
 The plain script is what a team would write by hand: a warm Chromium, a new context per shot,
 `page.goto` then `page.screenshot`. The service runs as deployed (redis-server, API, one worker per
-core) and is called over HTTP. Both capture the same local page at 1280x1024 as PNG, sequentially
+core pair) and is called over HTTP. Both capture the same local page at 1280x1024 as PNG, sequentially
 and with 4 clients in parallel. Prints p50/p95 latency and shots/s for both, and their ratios.
 
     make bench                      # or: .venv/bin/python bench/run.py --shots 40
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from service.organisations import OrganisationStore  # noqa: E402
+from service.settings import default_workers  # noqa: E402
 from tests.servers import redis_server, running_service  # noqa: E402
 from tests.site import ROUTES, Site, _html  # noqa: E402
 
@@ -148,7 +149,8 @@ def table(rows: list[Stats]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shots", type=int, default=40, help="captures per scenario (default 40)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="service workers (default: cores)")
+    parser.add_argument("--workers", type=int, default=default_workers(),
+                        help="service workers (default: the service's own default, one per two cores)")
     args = parser.parse_args()
     ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
     with Site() as site:

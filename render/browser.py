@@ -36,6 +36,8 @@ CHROMIUM_ARGS = [
     "--mute-audio",
     "--disable-dev-shm-usage",
     "--font-render-hinting=none",
+    # Chromium's own spare renderer duplicates what the supervisor's prepared tab does (~6% CPU a job).
+    "--disable-features=SpareRendererForSitePerProcess",
 ]
 
 
@@ -125,9 +127,12 @@ class BrowserSupervisor:
                 log.warning("prepared tab failed; creating one now", exc_info=True)
             else:
                 if tab.context.browser and tab.context.browser.is_connected():
+                    self.prepare()  # the next job's tab is created while this one runs
                     return tab
                 await tab.close()
-        return await self._new_tab()
+        tab = await self._new_tab()
+        self.prepare()
+        return tab
 
     async def release(self, tab: Tab, *, healthy: bool = True) -> None:
         """Close a job's tab, restart Chromium when due, and start preparing the next tab."""

@@ -196,9 +196,14 @@ def resolve_viewport(
                         preset.landscape, preset.user_agent)
     # The spec: `user_agent` is overridden by `viewport_device`.
     agent = base.user_agent if device is not None else user_agent
+    final_width = width if width is not None else base.width
+    final_height = height if height is not None else base.height
+    if landscape is not None and landscape != (final_width > final_height) and final_width != final_height:
+        # An explicit orientation turns the screen: `iphone_15` + `viewport_landscape=true` is 852x393.
+        final_width, final_height = final_height, final_width
     return Viewport(
-        width=width if width is not None else base.width,
-        height=height if height is not None else base.height,
+        width=final_width,
+        height=final_height,
         scale=scale if scale is not None else base.scale,
         mobile=mobile if mobile is not None else base.mobile,
         touch=touch if touch is not None else base.touch,

@@ -14,6 +14,12 @@ from render.settings import RenderSettings
 from storage.settings import StorageSettings
 
 
+def default_workers() -> int:
+    """One render worker per two cores: a capture keeps about two cores busy (Chromium's browser,
+    renderer and GPU processes), and more Chromiums than that thrash (bench/README.md)."""
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
 class ServiceSettings(BaseSettings):
     """How the API listens, authenticates and bounds its work."""
 
@@ -22,8 +28,8 @@ class ServiceSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port the API listens on.")
     redis_url: str | None = Field(None, description="External Redis; unset: `run` starts a private one.")
-    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1,
-                         description="Render worker processes started by `run`.")
+    workers: int = Field(default_factory=lambda: default_workers(), ge=1,
+                         description="Render worker processes started by `run` (default: one per two cores).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
     signing_key: str | None = Field(None, description="Signing key of that organisation.")
     require_signature: bool = Field(False, description="That organisation refuses unsigned requests.")

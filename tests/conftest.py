@@ -2,7 +2,7 @@
 
 - `redis_url`: a redis-server of the session's own.
 - `site`: the local test site (tests/site.py).
-- `service`: the API and two render workers as real processes, as `screenshot-service` starts them.
+- `service`: the API and the default number of render workers as real processes, as `run` starts them.
 - `org`: a fresh organisation (keys, quota, concurrency) for one test.
 """
 
@@ -17,6 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from service.organisations import OrganisationStore
+from service.settings import default_workers
 from tests.servers import ROOT, RunningService, free_port, redis_server, running_service
 from tests.site import Site
 
@@ -36,7 +37,7 @@ def site() -> Iterator[Site]:
 
 @pytest.fixture(scope="session")
 def service(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    with running_service(redis_url, tmp_path_factory.mktemp("service"), workers=2,
+    with running_service(redis_url, tmp_path_factory.mktemp("service"), workers=default_workers(),
                          SCREENSHOT_MAX_BODY_BYTES="65536") as running:
         yield running
 

@@ -54,6 +54,11 @@ window.addEventListener('load', () => {
 });
 </script></body></html>"""
 
+# Turns green one second after load: a capture with delay=2 sees green, one without sees red.
+LATE_GREEN = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><script>
+window.addEventListener('load', () => setTimeout(() => { document.body.style.background = '#00ff00'; }, 1000));
+</script></body></html>"""
+
 Handler = Callable[[dict[str, list[str]]], tuple[int, str, bytes]]
 
 
@@ -78,6 +83,7 @@ ROUTES: dict[str, Handler] = {
     "/tall.html": lambda q: _html(TALL),
     "/late-fetch.html": lambda q: _html(LATE_FETCH),
     "/three-hanging.html": lambda q: _html(THREE_HANGING),
+    "/late-green.html": lambda q: _html(LATE_GREEN),
     "/status": _status,
     "/slow": _slow,
 }

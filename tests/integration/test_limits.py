@@ -99,7 +99,7 @@ def test_unbuilt_routes_and_parameters_are_refused(client: httpx.Client, org: Or
 
 
 def test_two_hundred_requests_wait_at_once(service: RunningService, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
-    """The API keeps serving while 200 captures wait for the two workers."""
+    """The API keeps serving while 200 captures wait for the workers."""
     org = make_org(concurrency=250)
     html = "<html><body style='background:#123456'></body></html>"
 

@@ -15,7 +15,7 @@ def test_health_and_readiness(client: httpx.Client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["redis"] is True and ready.json()["workers"] >= 2
+    assert ready.json()["redis"] is True and ready.json()["workers"] >= 1
 
 
 def test_metrics_count_requests_by_route_and_code(client: httpx.Client, org: Org, site: Site) -> None:

@@ -62,6 +62,6 @@ def test_a_hung_page_times_out_and_the_worker_carries_on(client: httpx.Client, o
     response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": hang, "delay": "1",
                                                          "timeout": "3"})
     assert response.status_code == 500 and response.json()["error_code"] == "timeout_error"
-    for _ in range(3):  # both workers still serve
+    for _ in range(3):  # the workers still serve
         ok = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": HTML})
         assert ok.status_code == 200, ok.text

@@ -157,7 +157,7 @@ def test_every_preset_reaches_the_page(client: httpx.Client, org: Org, site: Sit
         assert response.status_code == 200, (name, response.text)
         return json.loads(re.search(r'<pre id="probe">(.*?)</pre>', response.text).group(1))  # type: ignore[union-attr]
 
-    # Two at a time: the service runs two workers.
+    # Two at a time, so the queue is never empty between jobs.
     with ThreadPoolExecutor(2) as pool:
         probes = dict(zip(sorted(DEVICES), pool.map(probe, sorted(DEVICES)), strict=True))
     for name, seen in probes.items():
@@ -285,3 +285,21 @@ def test_response_type_empty(client: httpx.Client, org: Org, site: Site) -> None
     assert response.status_code == 200
     assert response.content == b""
     assert int(response.headers["x-service-size-bytes"]) > 0
+
+
+def test_delay_waits_before_the_capture(client: httpx.Client, org: Org, site: Site) -> None:
+    early = decode(take(client, org, url=site.url("/late-green.html"), viewport_width=100, viewport_height=100).content)
+    late = decode(take(client, org, url=site.url("/late-green.html"), viewport_width=100, viewport_height=100,
+                       delay="2").content)
+    assert rgb_at(early, 50, 50) == (255, 0, 0)
+    assert rgb_at(late, 50, 50) == (0, 255, 0)
+
+
+def test_user_agent_and_landscape_reach_the_page(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/probe.html"), format="html", user_agent="Screenshotter/1.0 (test)")
+    probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', response.text).group(1))  # type: ignore[union-attr]
+    assert probe["ua"] == "Screenshotter/1.0 (test)"
+    response = take(client, org, url=site.url("/probe.html"), format="html", viewport_device="pixel_8",
+                    viewport_landscape="true")
+    probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', response.text).group(1))  # type: ignore[union-attr]
+    assert (probe["width"], probe["height"], probe["landscape"]) == (915, 412, True)

@@ -73,3 +73,15 @@ def test_viewport_device_overrides_user_agent() -> None:
     viewport = resolve_viewport(device="pixel_8", width=None, height=None, scale=None, mobile=None,
                                 touch=None, landscape=None, user_agent="MyAgent/1.0")
     assert viewport.user_agent is not None and "Pixel 8" in viewport.user_agent
+
+
+@pytest.mark.parametrize(("params", "size"), [
+    ({"viewport_device": "iphone_15", "viewport_landscape": "true"}, (852, 393)),
+    ({"viewport_device": "iphone_15_landscape", "viewport_landscape": "false"}, (393, 852)),
+    ({"viewport_width": "400", "viewport_height": "800", "viewport_landscape": "true"}, (800, 400)),
+    ({"viewport_landscape": "true"}, (1280, 1024)),
+    ({"viewport_landscape": "false"}, (1024, 1280)),
+], ids=["preset-turned", "landscape-preset-turned-back", "explicit-size", "already-landscape", "portrait"])
+def test_viewport_landscape_turns_the_screen(params: dict[str, str], size: tuple[int, int]) -> None:
+    viewport = parse_take_options({"url": "https://example.com", **params}).viewport
+    assert (viewport.width, viewport.height) == size
