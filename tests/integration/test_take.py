@@ -303,3 +303,16 @@ def test_user_agent_and_landscape_reach_the_page(client: httpx.Client, org: Org,
                     viewport_landscape="true")
     probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', response.text).group(1))  # type: ignore[union-attr]
     assert (probe["width"], probe["height"], probe["landscape"]) == (915, 412, True)
+
+
+def test_pdf_margins_and_per_side_overrides(client: httpx.Client, org: Org, site: Site) -> None:
+    """At 72 dpi one inch is 72 pixels: the margin stays white, the page's red starts after it."""
+    uniform = rasterise_first_page(take(client, org, url=site.url("/colours.html"), format="pdf",
+                                        pdf_print_background="true", pdf_margin="1in").content)
+    assert rgb_at(uniform, 20, 20) == (255, 255, 255)
+    assert rgb_at(uniform, 100, 100) == (255, 0, 0)
+    top_zero = rasterise_first_page(take(client, org, url=site.url("/colours.html"), format="pdf",
+                                         pdf_print_background="true", pdf_margin="1in",
+                                         pdf_margin_top="0").content)
+    assert rgb_at(top_zero, 100, 3) == (255, 0, 0)  # no top margin
+    assert rgb_at(top_zero, 20, 100) == (255, 255, 255)  # the left margin is still an inch
