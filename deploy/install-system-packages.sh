@@ -15,6 +15,7 @@ PACKAGES=(
   webext-ublock-origin-chromium
   tinyproxy
   poppler-utils
+  tzdata
 )
 
 missing=()

@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
@@ -23,6 +24,7 @@ from render.settings import RenderSettings
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_SECONDS = 10
+TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 
 # Flags for a quiet, deterministic headless Chromium with no calls home.
 CHROMIUM_ARGS = [
@@ -39,6 +41,24 @@ CHROMIUM_ARGS = [
     # Chromium's own spare renderer duplicates what the supervisor's prepared tab does (~6% CPU a job).
     "--disable-features=SpareRendererForSitePerProcess",
 ]
+
+
+DEBIAN_WRAPPER = Path("/usr/bin/chromium")
+DEBIAN_BINARY = Path("/usr/lib/chromium/chromium")
+
+
+def chromium_binary(configured: str) -> str:
+    """The Chromium executable to launch.
+
+    Debian's /usr/bin/chromium is a shell wrapper that adds flags from /etc/chromium.d: it loads every
+    installed extension (uBlock Origin among them, which would silently block content in every
+    capture), turns on GPU rasterization and exports Google API keys. Captures must be deterministic,
+    so the wrapper's own binary is launched directly, with only the flags set here.
+    """
+    path = Path(configured)
+    if path == DEBIAN_WRAPPER and DEBIAN_BINARY.exists():
+        return str(DEBIAN_BINARY)
+    return configured
 
 
 @dataclass
@@ -91,7 +111,7 @@ class BrowserSupervisor:
         if os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to sandbox as root; containers run non-root
         self._browser = await self._playwright.chromium.launch(
-            executable_path=self._settings.chromium_path,
+            executable_path=chromium_binary(self._settings.chromium_path),
             args=args,
             chromium_sandbox=os.geteuid() != 0,
         )
@@ -119,10 +139,13 @@ class BrowserSupervisor:
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             await asyncio.gather(releasing, return_exceptions=True)
+        if self._browser is not None and not self._browser.is_connected():
+            # Chromium died: whatever was being prepared on it will never finish.
+            await self._discard_prepared()
         prepared, self._prepared = self._prepared, None
         if prepared is not None:
             try:
-                tab = await prepared
+                tab = await asyncio.wait_for(prepared, TAB_TIMEOUT_SECONDS)
             except Exception:
                 log.warning("prepared tab failed; creating one now", exc_info=True)
             else:
@@ -130,7 +153,7 @@ class BrowserSupervisor:
                     self.prepare()  # the next job's tab is created while this one runs
                     return tab
                 await tab.close()
-        tab = await self._new_tab()
+        tab = await asyncio.wait_for(self._new_tab(), TAB_TIMEOUT_SECONDS)
         self.prepare()
         return tab
 
@@ -171,7 +194,7 @@ class BrowserSupervisor:
         if not prepared.done():
             prepared.cancel()
         try:
-            tab = await prepared
+            tab = await asyncio.wait_for(prepared, CLOSE_TIMEOUT_SECONDS)
         except BaseException:
             return
         await tab.close()

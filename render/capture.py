@@ -1,26 +1,25 @@
-"""One capture in a prepared tab: load, wait, and produce the requested output."""
+"""One capture in a prepared tab: set up, load, prepare, check, and produce the requested output."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from playwright.async_api import Error as PlaywrightError
-
-from render import imaging
+from render import fullpage, imaging, request_context
 from render.browser import Tab
 from render.documents import html_to_markdown
-from render.emulation import emulate
+from render.emulation import emulate, emulate_page
 from render.errors import ResultingImageTooLarge
+from render.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.navigation import load_source
 from render.network_policy import check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
+from render.preparation import prepare
+from render.regions import Region, region_for, scroll_into_view
+from render.screenshot import screenshot
 from render.settings import RenderSettings
 
-CAPTURE_ATTEMPTS = 4
 # Chromium encodes these itself; the others go through pyvips.
 CHROMIUM_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
 CSS_PX_PER_INCH = 96
@@ -45,15 +44,21 @@ class Output:
 async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
                   chrome_major: str) -> Output:
     """Run one capture; `deadline` is a `time.monotonic()` instant."""
-    viewport = options.viewport
+    check_gpu(options)
     if options.url is not None:
         await check_main_url(options.url, settings)
-    if options.format in IMAGE_FORMATS:
-        _check_planned_size(options, settings)
-    await emulate(tab, viewport, chrome_major)
+    if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
+        check_planned_size(options, *_device_size(options.viewport.width, options.viewport.height, options), settings)
+    await emulate(tab, options.viewport, chrome_major)
+    await emulate_page(tab, options)
+    await request_context.apply(tab, options)
+    failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     await load_source(tab.page, options, deadline)
+    await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
+    await check_content(tab.page, options)
+    failed_requests.check(options)
     if options.format in IMAGE_FORMATS:
         output = await _image(options, tab, settings, deadline)
     elif options.format == "pdf":
@@ -70,70 +75,61 @@ async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, dead
     return output
 
 
-def _device_size(options: TakeOptions) -> tuple[int, int]:
-    viewport = options.viewport
-    return round(viewport.width * viewport.scale), round(viewport.height * viewport.scale)
+def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:
+    scale = options.viewport.scale
+    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def _check_planned_size(options: TakeOptions, settings: RenderSettings) -> None:
-    """Refuse before loading anything when the output cannot be produced."""
-    width, height = _device_size(options)
+def check_planned_size(options: TakeOptions, width: int, height: int, settings: RenderSettings) -> None:
+    """Refuse before encoding (or loading) what the output format or the pixel budget cannot hold."""
     out_w, out_h = imaging.fit_size(width, height, options.image_width, options.image_height)
     imaging.check_output_size(out_w, out_h, options.format, settings.max_image_pixels)
     imaging.check_output_size(width, height, "png", settings.max_image_pixels)  # the capture itself
 
 
-async def _screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparent: bool) -> bytes:
-    if transparent:
-        await tab.cdp.send("Emulation.setDefaultBackgroundColorOverride",
-                           {"color": {"r": 0, "g": 0, "b": 0, "a": 0}})
-    # The next job's tab is prepared while this one runs and may have taken the foreground; a
-    # background tab commits no frames in headless Chromium, so its capture would fail.
-    await tab.cdp.send("Page.bringToFront")
-    params: dict[str, Any] = {"format": fmt, "fromSurface": True, "captureBeyondViewport": False,
-                              "optimizeForSpeed": fast}
-    if fmt != "png":
-        params["quality"] = quality
-    for attempt in range(CAPTURE_ATTEMPTS):
-        try:
-            result = await tab.cdp.send("Page.captureScreenshot", params)
-            return base64.b64decode(result["data"])
-        except PlaywrightError as error:
-            # Right after load the compositor may not have produced a frame yet (seen in about one
-            # capture in ten); waiting for the next frame is far cheaper than always waiting for one.
-            if "Unable to capture screenshot" not in error.message or attempt == CAPTURE_ATTEMPTS - 1:
-                raise
-            await _next_frame(tab)
-    raise AssertionError("unreachable")
-
-
-async def _next_frame(tab: Tab) -> None:
-    await asyncio.wait_for(tab.page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))"), 2)
-
-
 async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float) -> Output:
     fmt = options.format
-    width, height = _device_size(options)
-    target = imaging.fit_size(width, height, options.image_width, options.image_height)
     palette = fmt == "png" and "image_quality" in options.model_fields_set
+    encode_options = imaging.EncodeOptions(fmt, options.image_quality, palette=palette)
+    if options.full_page:
+        slices, height = await fullpage.capture_slices(tab, options, options.viewport, settings.max_image_pixels,
+                                                       deadline)
+        width = _device_size(options.viewport.width, 0, options)[0]
+        check_planned_size(options, width, height, settings)
+        target = imaging.fit_size(width, height, options.image_width, options.image_height)
+        parts = [(s.png, s.skip_rows, s.rows) for s in slices]
+        return await _encode(lambda: imaging.stitch(parts), target, encode_options, deadline)
+    await scroll_into_view(tab.page, options)
+    region = await region_for(tab.page, options)
+    if region is not None:
+        width, height = region.device_size(options.viewport.scale)
+        check_planned_size(options, width, height, settings)
+    else:
+        width, height = _device_size(options.viewport.width, options.viewport.height, options)
+    target = imaging.fit_size(width, height, options.image_width, options.image_height)
     native = CHROMIUM_FORMATS.get(fmt)
     if native is not None and target == (width, height) and not palette:
-        body = await _screenshot(tab, native, options.image_quality, fast=False,
-                                 transparent=options.omit_background)
+        body = await _shot(tab, region, native, options, fast=False)
         actual_w, actual_h = imaging.image_size(body)
         return Output(body, fmt, imaging.CONTENT_TYPES[fmt], actual_w, actual_h)
     # pyvips re-encodes anyway, so Chromium's PNG only needs to be fast, not small.
-    raw = await _screenshot(tab, "png", 100, fast=True, transparent=options.omit_background)
-    encode_options = imaging.EncodeOptions(fmt, options.image_quality, palette=palette)
-    # libvips work is CPU-bound; keep the event loop (and the next tab's preparation) running.
-    body, actual_w, actual_h = await asyncio.to_thread(_process, raw, target, encode_options, deadline)
-    return Output(body, fmt, imaging.CONTENT_TYPES[fmt], actual_w, actual_h)
+    raw = await _shot(tab, region, "png", options, fast=True)
+    return await _encode(lambda: imaging.decode(raw), target, encode_options, deadline)
 
 
-def _process(raw: bytes, target: tuple[int, int], encode_options: imaging.EncodeOptions,
-             deadline: float) -> tuple[bytes, int, int]:
-    image = imaging.run_pipeline(raw, [imaging.resize(*target)], encode_options, deadline)
-    return imaging.encode(image, encode_options), image.width, image.height
+async def _shot(tab: Tab, region: Region | None, fmt: str, options: TakeOptions, *, fast: bool) -> bytes:
+    return await screenshot(tab, fmt, options.image_quality, fast=fast, transparent=options.omit_background,
+                            clip=region.as_clip() if region else None,
+                            beyond_viewport=region.beyond_viewport if region else False)
+
+
+async def _encode(source: imaging.Source, target: tuple[int, int], encode_options: imaging.EncodeOptions,
+                  deadline: float) -> Output:
+    # libvips work is CPU-bound: off the event loop, so the next tab's preparation keeps going.
+    body, width, height = await asyncio.to_thread(imaging.process, source, [imaging.resize(*target)],
+                                                  encode_options, deadline)
+    fmt = encode_options.format
+    return Output(body, fmt, imaging.CONTENT_TYPES[fmt], width, height)
 
 
 async def _pdf(options: TakeOptions, tab: Tab) -> bytes:

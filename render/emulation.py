@@ -1,4 +1,4 @@
-"""Per-request device emulation over CDP, applied to a prepared tab (DESIGN §6).
+"""Per-request emulation over CDP, applied to a prepared tab (DESIGN §6): device, media, place and time.
 
 Creating a browser context per device shape costs a quarter of a second; the same emulation
 applied to the warm tab costs three CDP calls. Playwright is not told: the service captures through
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from render.browser import Tab
 from render.devices import Viewport
+from render.options import TakeOptions
 
 DEFAULT_VIEWPORT = Viewport()
 MAX_TOUCH_POINTS = 5
@@ -35,3 +36,32 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
     if viewport.user_agent:
         await tab.cdp.send("Emulation.setUserAgentOverride",
                            {"userAgent": viewport.user_agent.format(chrome=chrome_major)})
+
+
+async def set_viewport_height(tab: Tab, viewport: Viewport, height: int) -> None:
+    """The same emulated device with a taller (or shorter) viewport, for sectioned full-page captures."""
+    await tab.cdp.send("Emulation.setDeviceMetricsOverride", {
+        "width": viewport.width, "height": height, "deviceScaleFactor": viewport.scale,
+        "mobile": viewport.mobile, "screenWidth": viewport.width, "screenHeight": height})
+
+
+async def emulate_page(tab: Tab, options: TakeOptions) -> None:
+    """Colour scheme, reduced motion, media type, time zone, geolocation and CSP bypass, before load."""
+    features = []
+    if options.dark_mode is not None:
+        features.append({"name": "prefers-color-scheme", "value": "dark" if options.dark_mode else "light"})
+    if options.reduced_motion:
+        features.append({"name": "prefers-reduced-motion", "value": "reduce"})
+    # Without an explicit media_type Chromium's own defaults stay: screen for images, print for PDF.
+    media = options.media_type if "media_type" in options.model_fields_set else ""
+    if features or media:
+        await tab.cdp.send("Emulation.setEmulatedMedia", {"media": media, "features": features})
+    if options.time_zone is not None:
+        await tab.cdp.send("Emulation.setTimezoneOverride", {"timezoneId": options.time_zone})
+    if options.geolocation_latitude is not None:
+        await tab.context.grant_permissions(["geolocation"])
+        await tab.cdp.send("Emulation.setGeolocationOverride", {
+            "latitude": options.geolocation_latitude, "longitude": options.geolocation_longitude,
+            "accuracy": options.geolocation_accuracy})
+    if options.bypass_csp:
+        await tab.cdp.send("Page.setBypassCSP", {"enabled": True})

@@ -7,6 +7,7 @@ and parallelism comes from the worker pool (STYLE 6).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,14 +127,38 @@ def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
     raise ValueError(f"not an image format: {fmt}")
 
 
-def run_pipeline(source: bytes, steps: list[Step], options: EncodeOptions, deadline: float) -> pyvips.Image:
-    """Decode, apply each step with a deadline check between them; returns the image to encode."""
-    image = pyvips.Image.new_from_buffer(source, "", access="sequential")
+Source = Callable[[], pyvips.Image]
+
+
+def decode(data: bytes) -> pyvips.Image:
+    """An encoded image, read as it is needed."""
+    return pyvips.Image.new_from_buffer(data, "", access="sequential")
+
+
+def process(source: Source, steps: list[Step], options: EncodeOptions, deadline: float) -> tuple[bytes, int, int]:
+    """Source, steps, encode: the final bytes and their pixel size."""
+    image = run_pipeline(source(), steps, deadline)
+    return encode(image, options), image.width, image.height
+
+
+def run_pipeline(image: pyvips.Image, steps: list[Step], deadline: float) -> pyvips.Image:
+    """Apply each step with a deadline check between them; returns the image to encode."""
     for step in steps:
         if time.monotonic() > deadline:
             raise CaptureTimeout("The capture ran out of time while post-processing the image.")
         image = step(image)
     return image
+
+
+def stitch(slices: list[tuple[bytes, int, int]]) -> pyvips.Image:
+    """Join (png, skip_rows, rows) slices top to bottom, each cut to its rows."""
+    parts = []
+    for png, skip, rows in slices:
+        image = pyvips.Image.new_from_buffer(png, "")
+        rows = min(rows, image.height - skip)
+        parts.append(image.crop(0, skip, image.width, rows) if (skip, rows) != (0, image.height) else image)
+    # `join`, not `arrayjoin`: arrayjoin pads every cell to the largest, and the slices differ in height.
+    return functools.reduce(lambda top, bottom: top.join(bottom, "vertical"), parts)
 
 
 def image_size(data: bytes) -> tuple[int, int]:

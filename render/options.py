@@ -8,7 +8,9 @@ imports neither Playwright nor FastAPI. Every violation is collected and reporte
 
 from __future__ import annotations
 
+import functools
 import re
+import zoneinfo
 from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
@@ -75,6 +77,11 @@ CACHE_TTL_MAX = 2592000
 _CSS_LENGTH = re.compile(r"^\s*\d+(\.\d+)?\s*(px|in|cm|mm)?\s*$", re.IGNORECASE)
 
 
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
 def param(default: Any, group: str, description: str, **constraints: Any) -> Any:
     """A documented parameter: its group (the spec's section) drives docs and the playground."""
     return Field(default, description=description, json_schema_extra={"group": group}, **constraints)
@@ -85,27 +92,14 @@ def param(default: Any, group: str, description: str, **constraints: Any) -> Any
 # issue removes its entries when the feature lands.
 NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
-        "full_page", "full_page_scroll", "full_page_scroll_delay", "full_page_scroll_by",
-        "full_page_max_height", "full_page_algorithm",
-        "selector", "selector_algorithm", "selector_scroll_into_view", "error_on_selector_not_found",
-        "scroll_into_view", "scroll_into_view_adjust_top", "capture_beyond_viewport",
-        "clip_x", "clip_y", "clip_width", "clip_height",
         "block_ads", "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
-        "block_trackers", "block_requests", "block_resources", "hide_selectors",
-        "styles", "scripts", "scripts_wait_until", "click", "error_on_click_selector_not_found",
-        "hover", "error_on_hover_selector_not_found",
-        "dark_mode", "reduced_motion", "media_type",
-        "wait_for_selector", "wait_for_selector_algorithm",
-        "headers", "cookies", "authorization", "time_zone", "bypass_csp",
-        "geolocation_latitude", "geolocation_longitude", "geolocation_accuracy",
+        "block_trackers", "block_requests", "block_resources",
         "ip_country_code", "proxy",
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
         "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
         "metadata_fonts", "metadata_content", "metadata_content_format",
         "metadata_http_response_status_code", "metadata_http_response_headers",
-        "fail_if_content_contains", "fail_if_content_missing", "fail_if_request_failed",
-        "fail_if_gpu_rendering_fails",
         "vision_provider_api_key", "vision_prompt", "vision_max_tokens",
         "watermark", "watermark_image_url", "watermark_opacity", "blur",
     ),
@@ -305,6 +299,13 @@ class TakeOptions(BaseModel):
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.strip()
+
+    @field_validator("time_zone")
+    @classmethod
+    def _iana_zone(cls, value: str | None) -> str | None:
+        if value is not None and value not in _time_zones():
+            raise ValueError("must be an IANA time zone id, such as Europe/Paris or America/New_York")
+        return value
 
     @field_validator("pdf_margin", "pdf_margin_top", "pdf_margin_right", "pdf_margin_bottom",
                      "pdf_margin_left")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests import control_pages
 
 # Top half red, bottom half blue, at any viewport size.
 COLOURS = """<!DOCTYPE html><html><head><style>
@@ -59,7 +63,7 @@ LATE_GREEN = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><
 window.addEventListener('load', () => setTimeout(() => { document.body.style.background = '#00ff00'; }, 1000));
 </script></body></html>"""
 
-Handler = Callable[[dict[str, list[str]]], tuple[int, str, bytes]]
+Handler = Callable[[dict[str, list[str]]], tuple[Any, ...]]
 
 
 def _html(body: str) -> tuple[int, str, bytes]:
@@ -90,14 +94,23 @@ ROUTES: dict[str, Handler] = {
 
 
 class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         parts = urlsplit(self.path)
+        self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}))
         route = ROUTES.get(parts.path)
-        status, content_type, body = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
+        result = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
+        status, content_type, body = result[:3]
+        extra = result[3] if len(result) > 3 else {}
+        if parts.path == "/echo":  # what this request carried, for the request-context tests
+            body = json.dumps({"headers": self.server.log[-1][1]}).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
@@ -107,12 +120,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    log: list[tuple[str, dict[str, str]]]
+
+
 class Site:
     """The test site on 127.0.0.1 and a free port."""
 
     def __init__(self) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
+        self.server.log = []
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -122,7 +140,12 @@ class Site:
     def url(self, path: str) -> str:
         return self.base + path
 
+    def requests_to(self, path: str) -> list[dict[str, str]]:
+        """Headers of every request this site received for `path`, oldest first."""
+        return [headers for seen, headers in list(self.server.log) if seen == path]
+
     def __enter__(self) -> Site:
+        ROUTES.update(control_pages.pages(int(self.server.server_address[1])))
         self.thread.start()
         return self
 

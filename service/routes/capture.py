@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from render import request_params
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import JobRequest, JobResult
@@ -62,6 +63,7 @@ async def take(request: Request) -> Response:
     params = await read_params(request, TAKE_ARRAYS)
     org = await authenticate(params, context.organisations)
     options = parse_take_options(params.values)
+    request_params.check(options)
     reference = new_reference()
     result = await run_capture(context, org, options, reference, request.state.trace_id)
     context.metrics.request_seconds.observe(time.monotonic() - started)

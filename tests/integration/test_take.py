@@ -5,31 +5,19 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
-import pyvips
 from pypdf import PdfReader
 
 from tests.conftest import Org
+from tests.images import decode, rasterise_first_page, rgb_at
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
 
 POINTS_PER_INCH = 72
-
-
-def decode(data: bytes) -> pyvips.Image:
-    # Decoded into memory once: some loaders (jp2) fail on repeated region reads.
-    return pyvips.Image.new_from_buffer(data, "").copy_memory()
-
-
-def rgb_at(image: pyvips.Image, x: int, y: int) -> tuple[int, ...]:
-    return tuple(round(v) for v in image.getpoint(x, y)[:3])
 
 
 def take(client: httpx.Client, org: Org, **params: object) -> httpx.Response:
@@ -243,16 +231,6 @@ def test_pdf_fit_one_page_and_margins(client: httpx.Client, org: Org, site: Site
     text = PdfReader(io.BytesIO(take(client, org, url=site.url("/article.html"), format="pdf",
                                      pdf_margin="20mm").content)).pages[0].extract_text()
     assert "Quarterly report" in text
-
-
-def rasterise_first_page(pdf: bytes) -> pyvips.Image:
-    """The PDF's first page as pixels, by poppler's pdftoppm (72 dpi)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "in.pdf"
-        source.write_bytes(pdf)
-        subprocess.run(["pdftoppm", "-png", "-singlefile", "-r", "72", str(source), str(Path(tmp) / "page")],
-                       check=True, capture_output=True)
-        return decode((Path(tmp) / "page.png").read_bytes())
 
 
 def test_pdf_print_background(client: httpx.Client, org: Org, site: Site) -> None:

@@ -72,11 +72,20 @@ def test_palette_png_is_smaller_and_indexed() -> None:
 
 def test_resize_step_and_deadline() -> None:
     source = imaging.encode(red_blue(), imaging.EncodeOptions("png", 80))
-    image = imaging.run_pipeline(source, [imaging.resize(32, 24)], imaging.EncodeOptions("png", 80),
-                                 deadline=time.monotonic() + 10)
+    image = imaging.run_pipeline(imaging.decode(source), [imaging.resize(32, 24)], deadline=time.monotonic() + 10)
     assert (image.width, image.height) == (32, 24)
     from render.errors import CaptureTimeout
 
     with pytest.raises(CaptureTimeout):
-        imaging.run_pipeline(source, [imaging.resize(32, 24)], imaging.EncodeOptions("png", 80),
-                             deadline=time.monotonic() - 1)
+        imaging.run_pipeline(imaging.decode(source), [imaging.resize(32, 24)], deadline=time.monotonic() - 1)
+
+
+def test_stitch_joins_slices_of_different_heights_without_padding() -> None:
+    first = imaging.encode(red_blue(64, 48), imaging.EncodeOptions("png", 80))
+    last = imaging.encode((pyvips.Image.black(64, 30) + [0, 255, 0]).cast("uchar").copy(interpretation="srgb"),
+                          imaging.EncodeOptions("png", 80))
+    # The last slice repeats 20 rows of an earlier view: they are skipped.
+    stitched = imaging.stitch([(first, 0, 48), (last, 20, 10)]).copy_memory()
+    assert (stitched.width, stitched.height) == (64, 58)
+    assert [round(v) for v in stitched.getpoint(8, 10)[:3]] == [255, 0, 0]
+    assert [round(v) for v in stitched.getpoint(8, 55)[:3]] == [0, 255, 0]

@@ -1,0 +1,111 @@
+"""Full-page captures, of any height, without repeated content and within the memory budget.
+
+1. With `full_page_scroll` (the default) the page is scrolled step by step first, so lazy content
+   loads; the scroll stops at the height cap or after half the remaining time (an endless page).
+2. The height is the document's, capped by `full_page_max_height` and the pixel budget
+   (SCREENSHOT_MAX_IMAGE_PIXELS), so a growing page can never exhaust the worker's memory.
+3. `default`: Chromium renders the whole page beyond the viewport in one capture, up to 16,384
+   device pixels (the most one capture holds); a taller page is captured in sections of a viewport
+   that tall. `by_sections`: the page is scrolled one viewport at a time and each view captured.
+   Fixed and sticky elements are hidden after the first section, so they appear once, and the
+   sections are stitched with pyvips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+
+from render.browser import Tab
+from render.devices import Viewport
+from render.emulation import set_viewport_height
+from render.errors import CaptureTimeout
+from render.options import TakeOptions
+from render.screenshot import screenshot
+
+MAX_CAPTURE_DEVICE_PIXELS = 16384
+SCROLL_TIME_SHARE = 0.5  # of the remaining time, the most the lazy-load scroll may use
+
+_HEIGHT = """() => Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0,
+                            document.documentElement.clientHeight)"""
+_HIDE_FLOATING = """() => {
+  for (const element of document.querySelectorAll('*')) {
+    const position = getComputedStyle(element).position;
+    if (position === 'fixed' || position === 'sticky') element.style.setProperty('visibility', 'hidden', 'important');
+  }
+}"""
+_SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One capture and which of its device-pixel rows belong to the final image."""
+
+    png: bytes
+    skip_rows: int
+    rows: int
+
+
+async def page_height(tab: Tab) -> int:
+    return int(await tab.page.evaluate(_HEIGHT))
+
+
+def height_cap(options: TakeOptions, viewport: Viewport, max_pixels: int) -> int:
+    """The tallest capture allowed, in CSS pixels."""
+    budget = int(max_pixels // max(1, round(viewport.width * viewport.scale) * viewport.scale))
+    return max(1, min(options.full_page_max_height or budget, budget))
+
+
+async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: Viewport, cap: int,
+                                  deadline: float) -> None:
+    """Scroll down in steps so lazy-loaded content appears, then back to the top."""
+    step = options.full_page_scroll_by or viewport.height
+    stop_at = time.monotonic() + max(0.0, deadline - time.monotonic()) * SCROLL_TIME_SHARE
+    position = 0
+    while position < min(await page_height(tab), cap) and time.monotonic() < stop_at:
+        await tab.page.evaluate("y => window.scrollTo(0, y)", position)
+        await asyncio.sleep(options.full_page_scroll_delay / 1000)
+        position += step
+    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    await tab.page.evaluate(_SETTLE)
+
+
+async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> bytes:
+    return await screenshot(tab, "png", 100, fast=True, transparent=False, clip=clip, beyond_viewport=beyond)
+
+
+async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
+                         deadline: float) -> tuple[list[Slice], int]:
+    """The page as PNG slices, top to bottom, and the total height in device pixels."""
+    cap = height_cap(options, viewport, max_pixels)
+    if options.full_page_scroll is not False:
+        await scroll_for_lazy_content(tab, options, viewport, cap, deadline)
+    height = min(await page_height(tab), cap)
+    scale = viewport.scale
+    if options.full_page_algorithm == "default" and height * scale <= MAX_CAPTURE_DEVICE_PIXELS:
+        clip: dict[str, float] = {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1}
+        return [Slice(await _capture(tab, clip, beyond=True), 0, round(height * scale))], round(height * scale)
+    section = viewport.height
+    if options.full_page_algorithm == "default":
+        # Beyond 16,384 device pixels Chromium's beyond-viewport rendering drops and repeats content,
+        # so the page is captured natively in sections of the tallest viewport one capture holds.
+        section = max(1, math.floor(MAX_CAPTURE_DEVICE_PIXELS / scale))
+        await set_viewport_height(tab, viewport, section)
+    slices: list[Slice] = []
+    top = 0
+    while top < height:
+        if time.monotonic() > deadline:
+            raise CaptureTimeout(f"The full-page capture did not finish within timeout ({options.timeout} s).")
+        actual = float(await tab.page.evaluate("y => { window.scrollTo(0, y); return window.scrollY; }", top))
+        await tab.page.evaluate(_SETTLE)
+        png = await _capture(tab, None, beyond=False)
+        rows = min(section, height - top)
+        # At the bottom the browser cannot scroll as far as asked: skip what was already taken.
+        slices.append(Slice(png, round((top - actual) * scale), round(rows * scale)))
+        if top == 0:
+            await tab.page.evaluate(_HIDE_FLOATING)  # fixed and sticky elements: once, at the top
+        top += section
+    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    return slices, sum(s.rows for s in slices)

@@ -1,0 +1,80 @@
+"""Parsing the request context parameters (`headers`, `cookies`) into what the browser needs.
+
+Pure: the API runs `check` before enqueueing, so bad values get their own error codes
+(`invalid_header_parameter`, `invalid_cookie_parameter`) and never reach a worker.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter
+from render.options import TakeOptions
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_SAME_SITE = {"strict": "Strict", "lax": "Lax", "none": "None"}
+
+
+def parse_headers(values: list[str]) -> dict[str, str]:
+    """`Name:Value` strings to a header dict, or `invalid_header_parameter` naming the bad one."""
+    headers: dict[str, str] = {}
+    for index, raw in enumerate(values):
+        name, sep, value = raw.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not _TOKEN.match(name) or "\r" in value or "\n" in value:
+            raise InvalidHeaderParameter(
+                f"headers[{index}] must be `Header-Name:Header-Value` with a valid header name: {raw!r}",
+                [ErrorDetail(f"headers.{index}", "expected Header-Name:Header-Value")])
+        headers[name] = value
+    return headers
+
+
+def parse_cookie(raw: str, target_url: str | None, index: int = 0) -> dict[str, Any]:
+    """`name=value; Domain=...; Path=...; Secure; HttpOnly; SameSite=...; Expires=...` to a Playwright
+    cookie. Without Domain the cookie belongs to the target URL's host."""
+
+    def invalid(why: str) -> InvalidCookieParameter:
+        return InvalidCookieParameter(f"cookies[{index}] is not a valid cookie ({why}): {raw!r}",
+                                      [ErrorDetail(f"cookies.{index}", why)])
+
+    parts = [part.strip() for part in raw.split(";")]
+    name, sep, value = parts[0].partition("=")
+    name = name.strip()
+    if not sep or not name or not _TOKEN.match(name):
+        raise invalid("it must start with name=value")
+    cookie: dict[str, Any] = {"name": name, "value": value.strip()}
+    for attribute in parts[1:]:
+        if not attribute:
+            continue
+        key, _, attr_value = attribute.partition("=")
+        key = key.strip().lower()
+        attr_value = attr_value.strip()
+        if key == "domain" and attr_value:
+            cookie["domain"] = attr_value
+        elif key == "path" and attr_value.startswith("/"):
+            cookie["path"] = attr_value
+        elif key == "secure":
+            cookie["secure"] = True
+        elif key == "httponly":
+            cookie["httpOnly"] = True
+        elif key == "samesite" and attr_value.lower() in _SAME_SITE:
+            cookie["sameSite"] = _SAME_SITE[attr_value.lower()]
+        elif key in ("expires", "max-age") and attr_value:
+            continue  # a capture lasts seconds: every cookie is a session cookie here
+        else:
+            raise invalid(f"unknown or malformed attribute {attribute!r}")
+    if "domain" in cookie:
+        cookie.setdefault("path", "/")
+    elif target_url is not None:
+        cookie["url"] = target_url
+    else:
+        raise invalid("without a url source it needs Domain=")
+    return cookie
+
+
+def check(options: TakeOptions) -> None:
+    """Validate headers and cookies up front (the API calls this before enqueueing)."""
+    parse_headers(options.headers)
+    for index, raw in enumerate(options.cookies):
+        parse_cookie(raw, options.url, index)

@@ -1,0 +1,133 @@
+"""Pages made for the capture-control tests (issue 3): each shows its state as colours at known points
+or as text in the DOM, so a test can read the outcome from the output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+WHITE, RED, GREEN, BLUE = (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255)
+YELLOW, CYAN, MAGENTA, GREY = (255, 255, 0), (0, 255, 255), (255, 0, 255), (136, 136, 136)
+
+# Colours from media features; time zone and geolocation written into #state.
+EMULATION = """<!DOCTYPE html><html><head><style>
+body { margin: 0; background: #ffffff; }
+@media (prefers-color-scheme: dark) { body { background: #000000; } }
+#motion { width: 50px; height: 50px; background: #ff0000; }
+@media (prefers-reduced-motion: reduce) { #motion { background: #00ff00; } }
+#print { width: 50px; height: 50px; background: #0000ff; }
+@media print { #print { background: #ffff00; } }
+</style></head><body><div id="motion"></div><div id="print"></div><pre id="state"></pre><script>
+const state = {tz: Intl.DateTimeFormat().resolvedOptions().timeZone, offset: new Date(2026, 0, 1).getTimezoneOffset()};
+const show = () => { document.getElementById('state').textContent = JSON.stringify(state); };
+show();
+navigator.geolocation.getCurrentPosition(
+  p => { Object.assign(state, {lat: p.coords.latitude, lon: p.coords.longitude, acc: p.coords.accuracy}); done(); },
+  e => { state.geoError = e.message; done(); });
+function done() { show(); const d = document.createElement('div'); d.id = 'geo-done'; document.body.appendChild(d); }
+</script></body></html>"""
+
+# On 127.0.0.1; its image comes from localhost, another origin (a "third party").
+REQUEST = """<!DOCTYPE html><html><body><img src="http://localhost:{port}/third-party.png">
+<p>request page</p></body></html>"""
+
+# The CSP forbids inline scripts: the body turns green only when the CSP is bypassed.
+CSP = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000">
+<script>document.body.style.background = '#00ff00';</script></body></html>"""
+
+# Rows of 100 px: .ad red, #target blue, #btn, #hov grey (green on hover), a shadow host, #late later.
+PREPARE = """<!DOCTYPE html><html><head><style>
+body { margin: 0; } div, button { display: block; height: 100px; width: 300px; border: 0; margin: 0; padding: 0; }
+.ad { background: #ff0000; } #target { background: #0000ff; } #btn { background: #ffffff; }
+#hov { background: #888888; } #hov:hover { background: #00ff00; }
+</style></head><body><div class="ad"></div><div id="target"></div>
+<button id="btn" onclick="document.getElementById('target').style.background = '#00ff00'">go</button>
+<div id="hov"></div><div id="host"></div><script>
+const root = document.getElementById('host').attachShadow({mode: 'open'});
+root.innerHTML = '<button class="inner" style="display:block;width:300px;height:100px;border:0">in shadow</button>';
+root.querySelector('.inner').addEventListener('click',
+  () => { document.getElementById('target').style.background = '#ffff00'; });
+setTimeout(() => { const d = document.createElement('p'); d.id = 'late'; d.textContent = 'arrived late';
+  document.body.appendChild(d); }, 800);
+</script></body></html>"""
+
+# A blue #box at (100, 1500) 200x100, a tall #big (red to green), a cyan element in a shadow root,
+# and a fixed magenta header (40 px) over everything.
+ELEMENTS = """<!DOCTYPE html><html><body style="margin:0;height:3000px">
+<div id="box" style="position:absolute;left:100px;top:1500px;width:200px;height:100px;background:#0000ff"></div>
+<div id="big" style="position:absolute;left:0;top:2000px;width:300px;height:900px;
+  background:linear-gradient(#ff0000 0, #ff0000 50%, #00ff00 50%, #00ff00 100%)"></div>
+<div id="shadowhost" style="position:absolute;left:0;top:300px"></div>
+<header style="position:fixed;top:0;left:0;right:0;height:40px;background:#ff00ff"></header>
+<script>const r = document.getElementById('shadowhost').attachShadow({mode: 'open'});
+r.innerHTML = '<div class="deep" style="width:120px;height:60px;background:#00ffff"></div>';</script>
+</body></html>"""
+
+
+def band_colour(index: int) -> tuple[int, int, int]:
+    """A colour unique to each 1000 px band of the tall page."""
+    return (index * 8) % 256, 255 - (index * 8) % 256, 128
+
+
+def bands(query: dict[str, list[str]]) -> str:
+    height = int(query.get("height", ["30000"])[0])
+    rows = "".join(f'<div style="height:1000px;background:rgb{band_colour(i)}"></div>' for i in range(height // 1000))
+    return f"<!DOCTYPE html><html><body style='margin:0'>{rows}</body></html>"
+
+
+# A sticky magenta header (60 px) on a 3000 px page, and a fixed cyan badge at the bottom right.
+STICKY = """<!DOCTYPE html><html><body style="margin:0">
+<header style="position:sticky;top:0;height:60px;background:#ff00ff"></header>
+<div style="height:3000px;background:#ffffff"></div>
+<div style="position:fixed;right:0;bottom:0;width:50px;height:50px;background:#00ffff"></div>
+</body></html>"""
+
+# Five grey blocks at 1500 px intervals; each turns green once it has been in view for 300 ms.
+LAZY = """<!DOCTYPE html><html><head><style>body{margin:0} .block{position:absolute;left:0;width:300px;height:200px;
+background:#888888}</style></head><body style="height:9000px">
+<div class="block" style="top:1500px"></div><div class="block" style="top:3000px"></div>
+<div class="block" style="top:4500px"></div><div class="block" style="top:6000px"></div>
+<div class="block" style="top:7500px"></div><script>
+const timers = new Map();
+const observer = new IntersectionObserver(entries => { for (const e of entries) {
+  if (e.isIntersecting) timers.set(e.target, setTimeout(() => { e.target.style.background = '#00ff00'; }, 300));
+  else clearTimeout(timers.get(e.target));
+}});
+document.querySelectorAll('.block').forEach(b => observer.observe(b));
+</script></body></html>"""
+
+# Grows by 1000 px whenever the bottom comes within 1500 px of the viewport: it never ends.
+INFINITE = """<!DOCTYPE html><html><body style="margin:0"><div id="feed"></div><script>
+const feed = document.getElementById('feed'); let n = 0;
+function more() { for (let i = 0; i < 2; i++) { const d = document.createElement('div');
+  d.style.height = '500px'; d.style.background = n++ % 2 ? '#dddddd' : '#bbbbbb'; feed.appendChild(d); } }
+more(); more(); more();
+window.addEventListener('scroll', () => {
+  if (window.scrollY + innerHeight > document.body.scrollHeight - 1500) more(); });
+</script></body></html>"""
+
+# Text for fail_if_content_*, and an image that answers 404 for fail_if_request_failed.
+FAILING = """<!DOCTYPE html><html><body><h1>Welcome, Premium Member</h1>
+<img src="/missing-image.png"></body></html>"""
+
+
+def pages(port: int) -> dict[str, Any]:
+    """Routes for these pages (the request page needs the site's port for its third-party image)."""
+
+    def html(body: str) -> tuple[int, str, bytes]:
+        return 200, "text/html; charset=utf-8", body.encode()
+
+    return {
+        "/emulation.html": lambda q: html(EMULATION),
+        "/request.html": lambda q: html(REQUEST.replace("{port}", str(port))),
+        "/third-party.png": lambda q: (200, "image/gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"),
+        "/echo": lambda q: (200, "application/json", b""),
+        "/csp.html": lambda q: (*html(CSP), {"Content-Security-Policy": "script-src 'none'"}),
+        "/prepare.html": lambda q: html(PREPARE),
+        "/elements.html": lambda q: html(ELEMENTS),
+        "/bands.html": lambda q: html(bands(q)),
+        "/sticky.html": lambda q: html(STICKY),
+        "/lazy.html": lambda q: html(LAZY),
+        "/infinite.html": lambda q: html(INFINITE),
+        "/failing.html": lambda q: html(FAILING),
+        "/missing-image.png": lambda q: (404, "text/plain", b"not here"),
+    }
