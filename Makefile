@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit bench system venv clean
+.PHONY: run test lint unit bench docs system venv clean
 
 run: system venv
 	$(BIN)/screenshot-service run
@@ -21,6 +21,9 @@ unit: venv
 
 bench: system venv
 	$(BIN)/python bench/run.py
+
+docs: venv
+	$(BIN)/python -m render.reference > docs/parameters.md
 
 system:
 	@bash deploy/install-system-packages.sh

@@ -82,9 +82,13 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
-def param(default: Any, group: str, description: str, **constraints: Any) -> Any:
-    """A documented parameter: its group (the spec's section) drives docs and the playground."""
-    return Field(default, description=description, json_schema_extra={"group": group}, **constraints)
+def param(default: Any, group: str, description: str, shown_default: str | None = None, **constraints: Any) -> Any:
+    """A documented parameter: its group (the spec's section) drives docs and the playground.
+    `shown_default` documents a default that depends on other parameters (`None` in the model)."""
+    extra: dict[str, Any] = {"group": group}
+    if shown_default is not None:
+        extra["shown_default"] = shown_default
+    return Field(default, description=description, json_schema_extra=extra, **constraints)
 
 
 # Parameters whose feature this server does not implement yet. Setting one to anything but its
@@ -123,47 +127,55 @@ class TakeOptions(BaseModel):
         "by_format", "Response", "by_format: the bytes; json: metadata and a URL; empty: status only.")
 
     # Viewport
-    viewport_width: int | None = param(None, "Viewport", "Viewport width in CSS pixels (default 1280).",
+    viewport_width: int | None = param(None, "Viewport", "Viewport width in CSS pixels.", shown_default="1280",
                                        ge=1, le=16384)
-    viewport_height: int | None = param(None, "Viewport", "Viewport height in CSS pixels (default 1024).",
+    viewport_height: int | None = param(None, "Viewport", "Viewport height in CSS pixels.", shown_default="1024",
                                         ge=1, le=16384)
-    device_scale_factor: float | None = param(None, "Viewport", "Device pixel ratio, 1 to 5 (default 1).",
+    device_scale_factor: float | None = param(None, "Viewport", "Device pixel ratio.", shown_default="1",
                                               ge=1, le=5)
     viewport_device: DeviceId | None = param(None, "Viewport", "Device preset id; explicit viewport "
                                              "parameters override it.")
-    viewport_mobile: OptionalBool = param(None, "Viewport", "Mobile viewport handling (default false).")
-    viewport_has_touch: OptionalBool = param(None, "Viewport", "Touch emulation (default false).")
-    viewport_landscape: OptionalBool = param(None, "Viewport", "Landscape orientation (default false).")
+    viewport_mobile: OptionalBool = param(None, "Viewport", "Mobile viewport handling.", shown_default="false")
+    viewport_has_touch: OptionalBool = param(None, "Viewport", "Touch emulation.", shown_default="false")
+    viewport_landscape: OptionalBool = param(None, "Viewport", "Landscape orientation; turns a portrait viewport "
+                                          "or preset sideways.", shown_default="false")
 
     # Full page
     full_page: Bool = param(False, "Full page", "Capture the whole scrollable page.")
-    full_page_scroll: OptionalBool = param(None, "Full page", "Scroll through the page first to trigger "
-                                           "lazy loading (default true with full_page).")
+    full_page_scroll: OptionalBool = param(None, "Full page", "Scroll through the page first so lazy content "
+                                           "loads (default true with full_page); stops at the height cap or "
+                                           "after half the remaining time.", shown_default="true with full_page")
     full_page_scroll_delay: int = param(400, "Full page", "Milliseconds between scroll steps.", ge=0,
                                         le=10000)
-    full_page_scroll_by: int | None = param(None, "Full page", "Pixels per scroll step (default: viewport "
-                                            "height).", ge=1)
-    full_page_max_height: int | None = param(None, "Full page", "Caps the captured height in pixels.", ge=1)
+    full_page_scroll_by: int | None = param(None, "Full page", "Pixels per scroll step.",
+                                            shown_default="viewport height", ge=1)
+    full_page_max_height: int | None = param(None, "Full page", "Caps the captured height in CSS pixels.",
+                                             shown_default="what SCREENSHOT_MAX_IMAGE_PIXELS allows", ge=1)
     full_page_algorithm: Literal["default", "by_sections"] = param(
-        "default", "Full page", "default: native capture; by_sections: capture sections and stitch.")
+        "default", "Full page", "default: native capture (pages over 16,384 device pixels in tall "
+        "sections); by_sections: one viewport at a time, stitched. Fixed and sticky elements appear once.")
 
     # Selector and scrolling
     selector: str | None = param(None, "Selector", "Only this element is output; `shadow/` prefix "
-                                 "traverses open shadow roots.")
-    selector_algorithm: Literal["default", "clip"] = param("default", "Selector",
-                                                           "default: element box; clip: page region.")
+                                 "searches open shadow roots too. No match: the viewport, or "
+                                 "selector_not_found with error_on_selector_not_found.")
+    selector_algorithm: Literal["default", "clip"] = param(
+        "default", "Selector", "default: the element's box, rendered beyond the viewport if larger; clip: "
+        "the page region under the box as the viewport shows it (overlays included, cut at the viewport).")
     selector_scroll_into_view: Bool = param(True, "Selector", "Scroll to the element first.")
     error_on_selector_not_found: Bool = param(False, "Selector", "Fail with selector_not_found when "
                                               "nothing matches.")
-    scroll_into_view: str | None = param(None, "Selector", "Scroll until this element is visible, then "
-                                         "capture the viewport.")
+    scroll_into_view: str | None = param(None, "Selector", "Scroll until this element is at the top of "
+                                         "the viewport, then capture the viewport.")
     scroll_into_view_adjust_top: int = param(0, "Selector", "Pixels to adjust the scroll by; positive "
                                              "down, negative up.")
-    capture_beyond_viewport: Bool = param(False, "Selector", "Capture content outside the viewport.")
+    capture_beyond_viewport: Bool = param(False, "Selector", "For clip_*: render the region in place, "
+                                          "beyond the viewport; false scrolls it into view first, as a "
+                                          "visitor would see it.")
 
     # Clip (all four together)
-    clip_x: int | None = param(None, "Clip", "Left edge of the clip, pixels.", ge=0)
-    clip_y: int | None = param(None, "Clip", "Top edge of the clip, pixels.", ge=0)
+    clip_x: int | None = param(None, "Clip", "Left edge of the clip, CSS pixels of the page.", ge=0)
+    clip_y: int | None = param(None, "Clip", "Top edge of the clip, CSS pixels of the page.", ge=0)
     clip_width: int | None = param(None, "Clip", "Width of the clip, pixels.", ge=1)
     clip_height: int | None = param(None, "Clip", "Height of the clip, pixels.", ge=1)
 
@@ -181,7 +193,8 @@ class TakeOptions(BaseModel):
 
     # Customization
     styles: str | None = param(None, "Customization", "CSS injected before capture.")
-    scripts: str | None = param(None, "Customization", "JavaScript run before capture.")
+    scripts: str | None = param(None, "Customization", "JavaScript run before capture, as the body of an "
+                                "async function (await works); its errors are reported.")
     scripts_wait_until: Annotated[list[WaitEvent], BeforeValidator(_as_list)] = param(
         [], "Customization", "Events to wait for after the script; required if it navigates.")
     click: str | None = param(None, "Customization", "Element to click before capture.")
@@ -192,9 +205,11 @@ class TakeOptions(BaseModel):
                                                     "matches nothing.")
 
     # Display emulation
-    dark_mode: OptionalBool = param(None, "Emulation", "true: dark, false: light, omitted: site default.")
+    dark_mode: OptionalBool = param(None, "Emulation", "prefers-color-scheme: true dark, false light, "
+                                    "omitted the site's default.")
     reduced_motion: Bool = param(False, "Emulation", "Emulate prefers-reduced-motion.")
-    media_type: Literal["screen", "print"] = param("screen", "Emulation", "CSS media type.")
+    media_type: Literal["screen", "print"] = param("screen", "Emulation", "CSS media type (when omitted, "
+                                                   "PDFs keep Chromium's print media).")
     omit_background: Bool = param(False, "Emulation", "Transparent background (png, webp).")
 
     # Wait and timing
@@ -211,9 +226,11 @@ class TakeOptions(BaseModel):
 
     # Request to the target
     user_agent: str | None = param(None, "Request", "User-Agent header; a viewport_device overrides it.")
-    headers: StrList = param([], "Request", "Extra headers, each `Name:Value`.")
-    cookies: StrList = param([], "Request", "Cookies, each `name=value; Domain=...; Secure; HttpOnly`.")
-    authorization: str | None = param(None, "Request", "Authorization header value for the target.")
+    headers: StrList = param([], "Request", "Extra headers for every request of the page, each `Name:Value`.")
+    cookies: StrList = param([], "Request", "Cookies, each `name=value; Domain=...; Path=...; Secure; "
+                             "HttpOnly; SameSite=...`; without Domain, for the url's host.")
+    authorization: str | None = param(None, "Request", "Authorization header, sent to the url's origin "
+                                      "only, never to third parties.")
     time_zone: str | None = param(None, "Request", "IANA time zone id.")
     bypass_csp: Bool = param(False, "Request", "Bypass the page's Content-Security-Policy.")
 
@@ -229,8 +246,10 @@ class TakeOptions(BaseModel):
     # Image post-processing
     image_quality: int = param(80, "Image", "Quality 0-100 (jpeg, webp, avif, heif, tiff, jp2; png: "
                                "palette quantisation when given).", ge=0, le=100)
-    image_width: int | None = param(None, "Image", "Output width; aspect ratio kept.", ge=1, le=65535)
-    image_height: int | None = param(None, "Image", "Output height; aspect ratio kept.", ge=1, le=65535)
+    image_width: int | None = param(None, "Image", "Output width; aspect ratio kept (with both, fits inside).",
+                                    shown_default="the capture's width", ge=1, le=65535)
+    image_height: int | None = param(None, "Image", "Output height; aspect ratio kept.",
+                                     shown_default="the capture's height", ge=1, le=65535)
 
     # PDF
     pdf_print_background: Bool = param(False, "PDF", "Print background graphics.")
@@ -276,7 +295,8 @@ class TakeOptions(BaseModel):
     fail_if_content_missing: StrList = param([], "Errors", "Fail if the body contains none of these.")
     fail_if_request_failed: str | None = param(None, "Errors", "Fail if a request matching this URL "
                                                "pattern fails.")
-    fail_if_gpu_rendering_fails: Bool = param(False, "Errors", "Fail instead of software rendering.")
+    fail_if_gpu_rendering_fails: Bool = param(False, "Errors", "Fail instead of rendering in software; "
+                                              "this server has no GPU, so it always fails.")
 
     # AI vision
     vision_provider_api_key: str | None = param(None, "Vision", "Your key for the vision provider; "

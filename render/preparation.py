@@ -16,10 +16,11 @@ from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ScriptTr
 from render.options import TakeOptions
 
 SHADOW_PREFIX = "shadow/"
-NAVIGATION_GRACE_SECONDS = 0.1
+NAVIGATION_GRACE_SECONDS = 0.1  # a script's `location.href = ...` starts its navigation a moment later
 # Waits give up this much before the job's deadline, so their own message (naming what did not
 # appear) is reported rather than the job's generic timeout.
-REPORT_MARGIN_SECONDS = 0.25  # a script's `location.href = ...` starts its navigation a moment later
+REPORT_MARGIN_SECONDS = 0.25
+ACTION_TIMEOUT_SECONDS = 10  # an element that stays covered or disabled this long is not clickable
 
 # Finds the first element matching a selector, in the document and, when deep, every open shadow root.
 _QUERY = """([selector, deep, all]) => {
@@ -167,13 +168,17 @@ async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
         if selector is None:
             continue
         element = await find(page, action, selector)
+        if element is not None and not await element.is_visible():
+            await element.dispose()
+            element = None  # a hidden element cannot be clicked or hovered: as good as missing
         if element is None:
             if must_exist:
                 raise SelectorNotFound(
-                    f"{action}: no element matches {selector!r}; set error_on_{action}_selector_not_found=false "
-                    "to capture anyway.", [ErrorDetail(action, "no element matches")])
+                    f"{action}: no visible element matches {selector!r}; set "
+                    f"error_on_{action}_selector_not_found=false to capture anyway.",
+                    [ErrorDetail(action, "no visible element matches")])
             continue
-        timeout_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+        timeout_ms = max(1.0, min(deadline - time.monotonic(), ACTION_TIMEOUT_SECONDS) * 1000)
         try:
             if action == "click":
                 await element.click(timeout=timeout_ms)

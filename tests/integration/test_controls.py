@@ -170,6 +170,8 @@ def test_click_in_shadow_dom_needs_the_prefix(client: httpx.Client, org: Org, si
     skipped = prepared(client, org, site, click=".inner", error_on_click_selector_not_found="false")
     assert rgb_at(skipped, 50, 150) == BLUE
     error(take(client, org, url=site.url("/prepare.html"), hover="#nothing"), 400, "selector_not_found")
+    error(take(client, org, url=site.url("/prepare.html"), hide_selectors="#btn", click="#btn"), 400,
+          "selector_not_found")  # hidden: refused at once, not after the whole timeout
     assert prepared(client, org, site, hover="#nothing", error_on_hover_selector_not_found="false")
     error(take(client, org, url=site.url("/prepare.html"), click="#[broken"), 400, "request_not_valid")
 
@@ -336,3 +338,18 @@ def test_fail_if_gpu_rendering_fails_says_there_is_no_gpu(client: httpx.Client, 
                     "request_not_valid")
     assert "software" in message
     assert used(client, org) == 0
+
+
+def test_post_json_arrays_and_objects_work_like_the_query(client: httpx.Client, org: Org, site: Site) -> None:
+    shot = image(post(client, org, url=site.url("/prepare.html"), viewport_width=300, viewport_height=500,
+                      hide_selectors=[".ad", "#btn"], styles="#hov { background: #ff00ff !important; }",
+                      click="#btn", error_on_click_selector_not_found=False, wait_until=["load", "networkidle0"]))
+    assert rgb_at(shot, 50, 50) == BLUE and rgb_at(shot, 50, 150) == MAGENTA  # the hidden #btn: not clicked
+    response = post(client, org, url=site.url("/request.html"), format="html", headers=["X-From-Post: 1"],
+                    cookies=["posted=yes"])
+    assert response.status_code == 200, response.text
+    seen = site.requests_to("/request.html")[-1]
+    assert seen["x-from-post"] == "1" and seen["cookie"] == "posted=yes"
+    full = image(post(client, org, url=site.url("/sticky.html"), full_page=True, full_page_scroll=False,
+                      viewport_width=400, viewport_height=800))
+    assert full.height == 3060

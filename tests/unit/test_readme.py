@@ -17,3 +17,9 @@ def test_settings_table_matches_the_settings_classes() -> None:
     in_code = {f"SCREENSHOT_{name.upper()}" for cls in (ServiceSettings, RenderSettings, StorageSettings)
                for name in cls.model_fields}
     assert documented == in_code
+
+
+def test_parameter_reference_is_current() -> None:
+    from render.reference import parameters_markdown
+
+    assert (ROOT / "docs" / "parameters.md").read_text() == parameters_markdown(), "run `make docs`"
