@@ -44,6 +44,7 @@ tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</
 </body></html>"""
 
 VIEWPORT = {"width": 1280, "height": 1024}
+SITE_ADDRESS = "127.0.0.2"  # a loopback address of its own, so the service's allowlist opens only it
 PARALLEL_CLIENTS = 4
 
 
@@ -108,8 +109,11 @@ async def _new_key(redis_url: str) -> str:
 
 def service(url: str, shots: int, workers: int) -> tuple[Stats, Stats]:
     """The service as deployed, over HTTP."""
+    # The production path: network policy on (every connection through the egress proxy), with only
+    # the benchmark site's address opened.
     with tempfile.TemporaryDirectory() as tmp, redis_server(Path(tmp)) as redis_url, \
-            running_service(redis_url, Path(tmp), workers=workers) as running:
+            running_service(redis_url, Path(tmp), workers=workers, SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false",
+                            SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_ADDRESS}/32") as running:
         key = asyncio.run(_new_key(redis_url))
         params = {"access_key": key, "url": url, "format": "png"}
         with httpx.Client(base_url=running.url, timeout=60) as http:
@@ -153,7 +157,7 @@ def main() -> None:
                         help="service workers (default: the service's own default, one per two cores)")
     args = parser.parse_args()
     ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
-    with Site() as site:
+    with Site(host=SITE_ADDRESS) as site:
         url = site.url("/bench/simple.html")
         print(f"Plain Playwright script: {args.shots} shots sequential, then {PARALLEL_CLIENTS} in parallel ...",
               flush=True)

@@ -84,8 +84,9 @@ class Tab:
 class BrowserSupervisor:
     """Owns one Chromium and hands out fresh tabs, one job at a time."""
 
-    def __init__(self, settings: RenderSettings) -> None:
+    def __init__(self, settings: RenderSettings, proxy_url: str | None = None) -> None:
         self._settings = settings
+        self._proxy_url = proxy_url
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._jobs_since_start = 0
@@ -108,6 +109,9 @@ class BrowserSupervisor:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
         args = [*CHROMIUM_ARGS, *shlex.split(self._settings.chromium_args)]
+        if self._proxy_url is not None:
+            # Everything through the egress proxy, loopback included (Chromium bypasses it by default).
+            args += [f"--proxy-server={self._proxy_url}", "--proxy-bypass-list=<-loopback>"]
         if os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to sandbox as root; containers run non-root
         self._browser = await self._playwright.chromium.launch(

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from render import fullpage, imaging, request_context
 from render.browser import Tab
 from render.documents import html_to_markdown
+from render.egress import REFUSED_HEADER, EgressProxy
 from render.emulation import emulate, emulate_page
-from render.errors import ResultingImageTooLarge
+from render.errors import HostReturnedError, NameNotResolved, NetworkError, ResultingImageTooLarge
 from render.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.navigation import load_source
-from render.network_policy import check_main_url
+from render.network_policy import NetworkPolicy, check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
 from render.preparation import prepare
 from render.regions import Region, region_for, scroll_into_view
@@ -39,21 +40,34 @@ class Output:
     content_type: str
     width: int | None = None
     height: int | None = None
+    blocked_requests: int = 0  # connections the network policy refused
 
 
-async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
-                  chrome_major: str) -> Output:
+@dataclass
+class Environment:
+    """What a capture runs with besides its tab: settings, the network policy and its proxy."""
+
+    settings: RenderSettings
+    policy: NetworkPolicy
+    chrome_major: str
+    egress: EgressProxy | None = None
+
+
+async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
     """Run one capture; `deadline` is a `time.monotonic()` instant."""
+    settings = env.settings
     check_gpu(options)
+    if env.egress is not None:
+        env.egress.refusals.clear()
     if options.url is not None:
-        await check_main_url(options.url, settings)
+        await check_main_url(options.url, env.policy)
     if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
         check_planned_size(options, *_device_size(options.viewport.width, options.viewport.height, options), settings)
-    await emulate(tab, options.viewport, chrome_major)
+    await emulate(tab, options.viewport, env.chrome_major)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
-    await load_source(tab.page, options, deadline)
+    await _load(tab, options, env, deadline)
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
@@ -73,6 +87,22 @@ async def capture(options: TakeOptions, tab: Tab, settings: RenderSettings, dead
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
             "(setting SCREENSHOT_MAX_RESULT_BYTES).")
     return output
+
+
+async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> None:
+    """Load the source; a navigation the egress policy stopped (a redirect to a private address)
+    is reported as such, not as a generic network failure."""
+    try:
+        response = await load_source(tab.page, options, deadline)
+    except (NetworkError, HostReturnedError):
+        refusals = env.egress.refusals if env.egress is not None else []
+        if refusals and refusals[0].unresolved:
+            raise NameNotResolved(refusals[0].reason) from None
+        if refusals:
+            raise NetworkError(f"Could not load {options.url or 'the page'}: {refusals[0].reason}.") from None
+        raise
+    if response is not None and response.headers.get(REFUSED_HEADER) == "refused":
+        raise NetworkError(f"Could not load {options.url}: {await response.text()}.")
 
 
 def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:

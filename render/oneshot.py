@@ -5,20 +5,28 @@ from __future__ import annotations
 import time
 
 from render.browser import BrowserSupervisor
-from render.capture import Output, capture
+from render.capture import Environment, Output, capture
+from render.egress import EgressProxy
+from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
 from render.settings import RenderSettings
 
 
 async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
     """Start Chromium, capture, stop Chromium: the same pipeline the workers run."""
-    supervisor = BrowserSupervisor(settings)
+    policy = NetworkPolicy.from_settings(settings)
+    egress = EgressProxy(policy) if policy.needs_proxy else None
+    if egress is not None:
+        await egress.start()
+    supervisor = BrowserSupervisor(settings, egress.url if egress else None)
     try:
         tab = await supervisor.acquire()
         try:
-            return await capture(options, tab, settings, time.monotonic() + options.timeout,
-                                 supervisor.chrome_major)
+            env = Environment(settings, policy, supervisor.chrome_major, egress)
+            return await capture(options, tab, env, time.monotonic() + options.timeout)
         finally:
             await tab.close()
     finally:
         await supervisor.close()
+        if egress is not None:
+            await egress.close()

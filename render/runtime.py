@@ -17,8 +17,10 @@ from typing import Any
 import redis
 
 from render.browser import BrowserSupervisor
-from render.capture import Output, capture, monotonic_deadline
+from render.capture import Environment, Output, capture, monotonic_deadline
+from render.egress import EgressProxy
 from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
+from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import RESULT_TTL_SECONDS, WORKERS_SEEN_KEY, JobRequest, JobResult, result_key
 from render.settings import RenderSettings
@@ -42,7 +44,11 @@ class WorkerRuntime:
         self.redis = connection
         self.name = name
         self.loop = asyncio.new_event_loop()
-        self.supervisor = BrowserSupervisor(settings)
+        self.policy = NetworkPolicy.from_settings(settings)
+        self.egress = EgressProxy(self.policy) if self.policy.needs_proxy else None
+        if self.egress is not None:
+            self.loop.run_until_complete(self.egress.start())
+        self.supervisor = BrowserSupervisor(settings, self.egress.url if self.egress else None)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
         self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
@@ -99,7 +105,11 @@ class WorkerRuntime:
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                return await capture(options, tab, self.settings, deadline, self.supervisor.chrome_major)
+                env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress)
+                result = await capture(options, tab, env, deadline)
+                if self.egress is not None and self.egress.refusals:
+                    result.blocked_requests = len(self.egress.refusals)
+                return result
         except TimeoutError:
             raise _overran(options) from None
         except ServiceError:
@@ -127,7 +137,8 @@ class WorkerRuntime:
                 job.reference, ok=True, rendering_seconds=time.monotonic() - started,
                 content_type=output.content_type, size_bytes=len(output.body), format=output.format,
                 width=output.width, height=output.height, body=output.body,
-                extra={"acquire_seconds": round(self.last_acquire_seconds, 4)})
+                extra={"acquire_seconds": round(self.last_acquire_seconds, 4),
+                       "blocked_requests": output.blocked_requests})
             log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
                       self.last_acquire_seconds, result.rendering_seconds)
             if job.store_result:

@@ -16,6 +16,10 @@ class RenderSettings(BaseSettings):
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
+    allowed_networks: str = Field(
+        "", description="CIDRs and host names captures may reach despite the private-network policy.")
+    resolve_overrides: str = Field(
+        "", description="host=ip,host=ip: names resolved to fixed addresses before the policy applies.")
     max_image_pixels: int = Field(
         100_000_000, ge=1, description="Largest output image in pixels; beyond: resulting_image_too_large.")
     max_result_bytes: int = Field(

@@ -23,6 +23,9 @@ class Metrics:
             "screenshot_queue_wait_seconds", "Time from enqueue until a worker started the job.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry)
+        self.blocked_requests = Counter(
+            "screenshot_blocked_requests_total", "Connections of captured pages refused, by policy.",
+            ["policy"], registry=self.registry)
         self.queue_depth = Gauge(
             "screenshot_queue_depth", "Jobs waiting for a worker (sampled at each request).",
             registry=self.registry)

@@ -59,14 +59,20 @@ async def _create_org(redis_url: str, **kwargs: object) -> Org:
 
 
 @pytest.fixture
-def make_org(redis_url: str):  # type: ignore[no-untyped-def]
-    """Factory: `make_org(quota=5, concurrency=1, require_signature=True)`."""
+def make_org_in():  # type: ignore[no-untyped-def]
+    """Factory: `make_org_in(redis_url, quota=5, ...)` for a service on another Redis database."""
 
-    def make(quota: int = 1000, concurrency: int = 10, require_signature: bool = False) -> Org:
-        return asyncio.run(_create_org(redis_url, quota=quota, concurrency=concurrency,
+    def make(url: str, quota: int = 1000, concurrency: int = 10, require_signature: bool = False) -> Org:
+        return asyncio.run(_create_org(url, quota=quota, concurrency=concurrency,
                                        require_signature=require_signature))
 
     return make
+
+
+@pytest.fixture
+def make_org(redis_url: str, make_org_in):  # type: ignore[no-untyped-def]
+    """Factory: `make_org(quota=5, concurrency=1, require_signature=True)`."""
+    return lambda **kwargs: make_org_in(redis_url, **kwargs)
 
 
 @pytest.fixture

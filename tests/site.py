@@ -89,6 +89,7 @@ ROUTES: dict[str, Handler] = {
     "/three-hanging.html": lambda q: _html(THREE_HANGING),
     "/late-green.html": lambda q: _html(LATE_GREEN),
     "/status": _status,
+    "/redirect": lambda q: (302, "text/plain", b"", {"Location": q["to"][0]}),
     "/slow": _slow,
 }
 
@@ -99,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         parts = urlsplit(self.path)
         self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}))
-        route = ROUTES.get(parts.path)
+        route = self.server.routes.get(parts.path)
         result = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
         status, content_type, body = result[:3]
         extra = result[3] if len(result) > 3 else {}
@@ -122,20 +123,28 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     log: list[tuple[str, dict[str, str]]]
+    routes: dict[str, Handler]
 
 
 class Site:
     """The test site on 127.0.0.1 and a free port."""
 
-    def __init__(self) -> None:
-        self.server = _Server(("127.0.0.1", 0), _Handler)
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.server = _Server((host, port), _Handler)
         self.server.daemon_threads = True
         self.server.log = []
+        # This site's own table: the request-context page names the site's port.
+        self.server.routes = {**ROUTES, **control_pages.pages(self.port)}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://{self.host}:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -145,7 +154,6 @@ class Site:
         return [headers for seen, headers in list(self.server.log) if seen == path]
 
     def __enter__(self) -> Site:
-        ROUTES.update(control_pages.pages(int(self.server.server_address[1])))
         self.thread.start()
         return self
 

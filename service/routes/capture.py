@@ -68,6 +68,8 @@ async def take(request: Request) -> Response:
     result = await run_capture(context, org, options, reference, request.state.trace_id)
     context.metrics.request_seconds.observe(time.monotonic() - started)
     context.metrics.render_seconds.observe(result.rendering_seconds)
+    if result.extra.get("blocked_requests"):
+        context.metrics.blocked_requests.labels("private_network").inc(result.extra["blocked_requests"])
     return capture_response(context, options, result, reference, request.state.trace_id)
 
 

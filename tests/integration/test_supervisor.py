@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from render.browser import BrowserSupervisor
-from render.capture import capture
+from render.capture import Environment, capture
+from render.network_policy import NetworkPolicy
 from render.options import parse_take_options
 from render.settings import RenderSettings
 from tests.conftest import Org
@@ -23,7 +24,8 @@ async def shoot(supervisor: BrowserSupervisor) -> bytes:
     options = parse_take_options({"html": HTML, "viewport_width": "50", "viewport_height": "50"})
     tab = await supervisor.acquire()
     try:
-        output = await capture(options, tab, supervisor._settings, time.monotonic() + 30, supervisor.chrome_major)
+        env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+        output = await capture(options, tab, env, time.monotonic() + 30)
     finally:
         supervisor.release_soon(tab)
     return output.body

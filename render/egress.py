@@ -1,0 +1,137 @@
+"""The egress proxy: every connection the browser makes goes through it (DESIGN §5).
+
+Chromium is started with `--proxy-server` pointing here and `--proxy-bypass-list=<-loopback>` (without
+it Chromium would connect to loopback directly). For each CONNECT tunnel (HTTPS, WebSockets) or
+plain-HTTP request the proxy resolves the host itself, checks every answer against the policy, and
+connects to the address it checked, so nothing can swap the address in between (DNS rebinding).
+Plain-HTTP requests are forwarded one per connection (`Connection: close`), so a kept-alive proxy
+connection can never carry a later request to another host past the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from render.errors import NameNotResolved
+from render.network_policy import AddressNotAllowed, NetworkPolicy
+
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT_SECONDS = 15
+HEADER_LIMIT_BYTES = 64 * 1024
+REFUSED_HEADER = "x-screenshot-egress"
+_HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A connection the policy stopped."""
+
+    host: str
+    reason: str
+    unresolved: bool = False  # the name did not resolve (not a policy decision)
+
+
+class EgressProxy:
+    """An HTTP proxy on loopback that enforces the network policy for one worker's browser."""
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self.policy = policy
+        self.refusals: list[Refusal] = []  # since the current job started (jobs run one at a time)
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEADER_LIMIT_BYTES)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._handle(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            pass
+        except Exception:
+            log.exception("egress proxy failure")
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, target, _version = request_line.split(" ", 2)
+        if method == "CONNECT":
+            host, _, port = target.rpartition(":")
+            path = ""
+        else:
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                await _answer(writer, 400, "only absolute http:// requests and CONNECT are proxied")
+                return
+            host, port = parts.hostname, str(parts.port or 80)
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            address = await self.policy.checked_address(host)
+        except AddressNotAllowed as refused:
+            self.refusals.append(Refusal(host, str(refused)))
+            log.info("egress refused: %s", refused)
+            await _answer(writer, 403, str(refused), refused=True)
+            return
+        except NameNotResolved as error:
+            self.refusals.append(Refusal(host, error.message, unresolved=True))
+            await _answer(writer, 502, error.message)
+            return
+        upstream_reader, upstream_writer = await asyncio.wait_for(
+            asyncio.open_connection(str(address), int(port)), CONNECT_TIMEOUT_SECONDS)
+        try:
+            if method == "CONNECT":
+                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            else:
+                kept = [line for line in header_lines if line and line.split(":", 1)[0].strip().lower()
+                        not in _HOP_BY_HOP]
+                upstream_writer.write(f"{method} {path} HTTP/1.1\r\n".encode("latin-1"))
+                upstream_writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1"))
+            await _pipe_both(reader, writer, upstream_reader, upstream_writer)
+        finally:
+            upstream_writer.close()
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, message: str, *, refused: bool = False) -> None:
+    body = message.encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    extra = f"{REFUSED_HEADER}: refused\r\n" if refused else ""
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                 f"{extra}Connection: close\r\n\r\n".encode() + body)
+    await writer.drain()
+
+
+async def _copy(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await source.read(64 * 1024):
+            target.write(chunk)
+            await target.drain()
+    finally:
+        with contextlib.suppress(Exception):
+            target.write_eof()
+
+
+async def _pipe_both(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter,
+                     upstream_reader: asyncio.StreamReader, upstream_writer: asyncio.StreamWriter) -> None:
+    """Copy bytes both ways until the server side is done."""
+    to_upstream = asyncio.ensure_future(_copy(client_reader, upstream_writer))
+    try:
+        await _copy(upstream_reader, client_writer)
+    finally:
+        to_upstream.cancel()
+        await asyncio.gather(to_upstream, return_exceptions=True)

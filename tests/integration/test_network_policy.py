@@ -1,0 +1,146 @@
+"""The network policy (DESIGN §5) with its default on: every attack case of issue 4 is refused.
+
+Two local sites share one port: the allowed site on 127.0.0.2 (the only address the guarded service's
+allowlist opens) and a "secret" site on 127.0.0.1 that must never see a request. Test names resolve
+through SCREENSHOT_RESOLVE_OVERRIDES; nothing leaves the machine (no answer is ever a public address).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from service.settings import default_workers
+from tests.conftest import Org
+from tests.images import decode, rgb_at
+from tests.servers import RunningService, running_service
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+ATTACK_PAGE = """<!DOCTYPE html><html><body style="margin:0;background:#00ff00">
+<img src="{secret}/img.png"><iframe src="{secret}/frame.html"></iframe>
+<script>
+fetch('{secret}/fetch').catch(() => {{}});
+const xhr = new XMLHttpRequest(); xhr.open('GET', '{secret}/xhr'); xhr.send();
+try {{ new WebSocket('{ws}/socket'); }} catch (e) {{}}
+window.open('{secret}/popup');
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def sites() -> Iterator[tuple[Site, Site]]:
+    """(allowed on 127.0.0.2, secret on 127.0.0.1), on the same port."""
+    with Site(host="127.0.0.2") as allowed:
+        with Site(host="127.0.0.1", port=allowed.port) as secret:
+            yield allowed, secret
+
+
+@pytest.fixture(scope="module")
+def guarded(redis_url: str, sites: tuple[Site, Site], tmp_path_factory: pytest.TempPathFactory,
+            ) -> Iterator[RunningService]:
+    overrides = ("allowed.test=127.0.0.2,evil.test=127.0.0.1,metadata.google.internal=169.254.169.254,"
+                 "rebind.test=127.0.0.2|127.0.0.1")
+    # A database of its own: the main test service's workers (policy off) must not take its jobs.
+    own_database = redis_url.rsplit("/", 1)[0] + "/2"
+    with running_service(own_database, tmp_path_factory.mktemp("guarded"), workers=default_workers(),
+                         SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS="127.0.0.2/32",
+                         SCREENSHOT_RESOLVE_OVERRIDES=overrides) as running:
+        yield running
+
+
+@pytest.fixture
+def org(guarded: RunningService, make_org_in) -> Org:  # type: ignore[no-untyped-def]
+    return make_org_in(guarded.redis_url)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def http(guarded: RunningService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=guarded.url, timeout=60) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def untouched(secret: Site) -> Iterator[None]:
+    """Asserts the secret site received no request inside the block."""
+    before = len(secret.server.log)
+    yield
+    assert secret.server.log[before:] == [], "a private address was reached"
+
+
+def take(http: httpx.Client, org: Org, url: str, **params: object) -> httpx.Response:
+    return http.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, **params})
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:{port}/", "http://localhost:{port}/", "http://[::1]:{port}/", "http://0.0.0.0:{port}/",
+    "http://2130706433:{port}/", "http://0x7f.1:{port}/", "http://169.254.169.254/latest/meta-data/",
+    "http://metadata.google.internal/computeMetadata/v1/", "http://10.0.0.1/", "http://192.168.1.1/",
+    "http://[::ffff:127.0.0.1]:{port}/", "http://evil.test:{port}/",
+], ids=lambda u: u.split("//")[1].split("/")[0].replace(":{port}", ""))
+def test_private_main_urls_are_refused(http: httpx.Client, org: Org, sites: tuple[Site, Site], url: str) -> None:
+    _, secret = sites
+    with untouched(secret):
+        response = take(http, org, url.format(port=secret.port))
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error_code"] == "request_not_valid"
+    assert "not allowed" in body["error_message"]
+    assert body["error_details"][0]["field"] == "url"
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "chrome://version", "view-source:http://allowed.test/",
+                                 "javascript:alert(1)", "data:text/html,hi"])
+def test_non_http_urls_are_refused(http: httpx.Client, org: Org, url: str) -> None:
+    response = take(http, org, url)
+    assert response.status_code == 400 and response.json()["error_code"] == "request_not_valid"
+
+
+def test_the_allowlisted_site_renders(http: httpx.Client, org: Org, sites: tuple[Site, Site]) -> None:
+    allowed, secret = sites
+    with untouched(secret):
+        shot = decode(take(http, org, f"http://allowed.test:{allowed.port}/colours.html", viewport_width=100,
+                           viewport_height=100).content)
+    assert rgb_at(shot, 50, 10) == (255, 0, 0)
+
+
+def test_redirect_to_a_private_address_is_refused(http: httpx.Client, org: Org, sites: tuple[Site, Site]) -> None:
+    allowed, secret = sites
+    target = f"http://127.0.0.1:{secret.port}/secret"
+    with untouched(secret):
+        response = take(http, org, f"http://allowed.test:{allowed.port}/redirect?to={target}")
+    assert response.status_code == 500, response.text
+    assert response.json()["error_code"] == "network_error"
+    assert "not allowed" in response.json()["error_message"]
+
+
+def test_private_subresources_fail_and_the_page_still_renders(http: httpx.Client, org: Org,
+                                                              sites: tuple[Site, Site]) -> None:
+    allowed, secret = sites
+    secret_base = f"http://127.0.0.1:{secret.port}"
+    page = ATTACK_PAGE.format(secret=secret_base, ws=secret_base.replace("http", "ws"))
+    allowed.server.routes["/attack.html"] = lambda q: (200, "text/html", page.encode())
+    with untouched(secret):
+        response = take(http, org, f"http://allowed.test:{allowed.port}/attack.html", viewport_width=200,
+                        viewport_height=200, wait_until="networkidle0")
+        assert response.status_code == 200, response.text
+        assert rgb_at(decode(response.content), 190, 190) == (0, 255, 0)
+    metrics = http.get("/metrics").text
+    blocked = [line for line in metrics.splitlines()
+               if line.startswith('screenshot_blocked_requests_total{policy="private_network"}')]
+    assert blocked and float(blocked[0].split()[-1]) >= 5  # img, iframe, fetch, xhr, websocket (+ popup)
+
+
+def test_dns_rebinding_never_reaches_the_private_address(http: httpx.Client, org: Org,
+                                                         sites: tuple[Site, Site]) -> None:
+    """rebind.test answers 127.0.0.2 (allowed) to the first lookup, 127.0.0.1 to the next: the check
+    passes, but the connection goes to the address the egress proxy checked itself, and is refused."""
+    _, secret = sites
+    with untouched(secret):
+        response = take(http, org, f"http://rebind.test:{secret.port}/colours.html")
+    assert response.status_code == 500, response.text
+    assert response.json()["error_code"] == "network_error"
+    assert "127.0.0.1" in response.json()["error_message"]

@@ -1,0 +1,67 @@
+"""The network policy's decisions, address by address."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+
+import pytest
+
+from render.errors import RequestNotValid
+from render.network_policy import (
+    AddressNotAllowed,
+    NetworkPolicy,
+    check_main_url,
+    is_public_address,
+    parse_allowed,
+    parse_overrides,
+)
+
+
+@pytest.mark.parametrize(("address", "public"), [
+    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
+    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
+    ("::1", False), ("fe80::1", False), ("fc00::1", False), ("::ffff:127.0.0.1", False), ("::", False),
+    ("ff02::1", False), ("8.8.8.8", True), ("93.184.216.34", True), ("2606:4700::1111", True),
+    ("::ffff:8.8.8.8", True),
+])
+def test_public_addresses(address: str, public: bool) -> None:
+    assert is_public_address(ipaddress.ip_address(address)) is public
+
+
+def test_overrides_and_turns() -> None:
+    policy = NetworkPolicy(overrides=parse_overrides("a.test=10.0.0.1, b.test=127.0.0.2|127.0.0.1"))
+
+    async def main() -> list[str]:
+        return [str((await policy.resolve(h))[0]) for h in ("a.test", "B.TEST", "b.test", "b.test", "10.9.9.9")]
+
+    assert asyncio.run(main()) == ["10.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.2", "10.9.9.9"]
+    with pytest.raises(ValueError, match="SCREENSHOT_RESOLVE_OVERRIDES"):
+        parse_overrides("nohost")
+
+
+def test_allowlist_by_network_and_by_exact_name() -> None:
+    networks, hosts = parse_allowed("10.1.0.0/16, intranet.example ,127.0.0.2")
+    policy = NetworkPolicy(allowed_networks=networks, allowed_hosts=hosts)
+    assert policy.allows("x", ipaddress.ip_address("10.1.200.3"))
+    assert not policy.allows("x", ipaddress.ip_address("10.2.0.1"))
+    assert policy.allows("intranet.example", ipaddress.ip_address("192.168.0.5"))
+    assert not policy.allows("sub.intranet.example", ipaddress.ip_address("192.168.0.5"))
+    assert policy.allows("y", ipaddress.ip_address("127.0.0.2"))
+    assert NetworkPolicy(allow_private=True).allows("z", ipaddress.ip_address("127.0.0.1"))
+
+
+def test_a_name_with_any_private_answer_is_refused() -> None:
+    policy = NetworkPolicy(overrides={"mixed.test": [ipaddress.ip_address("8.8.8.8")]})
+    asyncio.run(policy.checked_address("mixed.test"))
+    policy.overrides["mixed.test"] = [ipaddress.ip_address("127.0.0.1")]
+    with pytest.raises(AddressNotAllowed, match="127.0.0.1"):
+        asyncio.run(policy.checked_address("mixed.test"))
+    with pytest.raises(RequestNotValid, match="SCREENSHOT_ALLOWED_NETWORKS"):
+        asyncio.run(check_main_url("http://mixed.test/", policy))
+
+
+def test_the_proxy_is_needed_unless_private_networks_are_allowed_without_overrides() -> None:
+    assert NetworkPolicy().needs_proxy
+    assert not NetworkPolicy(allow_private=True).needs_proxy
+    assert NetworkPolicy(allow_private=True, overrides=parse_overrides("a=1.1.1.1")).needs_proxy
