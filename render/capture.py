@@ -9,15 +9,23 @@ from dataclasses import dataclass
 from render import fullpage, imaging, request_context
 from render.browser import Tab
 from render.documents import html_to_markdown
-from render.egress import REFUSED_HEADER, EgressProxy
+from render.egress import REFUSED_HEADER, EgressProxy, Upstream
 from render.emulation import emulate, emulate_page
-from render.errors import HostReturnedError, NameNotResolved, NetworkError, ResultingImageTooLarge
+from render.errors import (
+    ErrorDetail,
+    HostReturnedError,
+    NameNotResolved,
+    NetworkError,
+    RequestNotValid,
+    ResultingImageTooLarge,
+)
 from render.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.navigation import load_source
-from render.network_policy import NetworkPolicy, check_main_url
+from render.network_policy import AddressNotAllowed, NetworkPolicy, check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
 from render.preparation import prepare
 from render.regions import Region, region_for, scroll_into_view
+from render.request_params import country_proxy
 from render.screenshot import screenshot
 from render.settings import RenderSettings
 
@@ -59,6 +67,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     check_gpu(options)
     if env.egress is not None:
         env.egress.refusals.clear()
+        env.egress.upstream = await _upstream(options, env.policy)
     if options.url is not None:
         await check_main_url(options.url, env.policy)
     if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
@@ -89,6 +98,23 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     return output
 
 
+async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
+    """The job's upstream proxy: the caller's `proxy` (under the network policy) or the operator's
+    proxy for `ip_country_code` (trusted: it is configuration)."""
+    if options.proxy is not None:
+        host, port, authorization = Upstream.parse(options.proxy)
+        try:
+            address = await policy.checked_address(host)
+        except AddressNotAllowed as refused:
+            raise RequestNotValid(f"proxy: {refused}.", [ErrorDetail("proxy", "address not allowed")]) from None
+        return Upstream(host, str(address), port, authorization)
+    country_url = country_proxy(options)
+    if country_url is not None:
+        host, port, authorization = Upstream.parse(country_url)
+        return Upstream(host, str((await policy.resolve(host))[0]), port, authorization)
+    return None
+
+
 async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> None:
     """Load the source; a navigation the egress policy stopped (a redirect to a private address)
     is reported as such, not as a generic network failure."""
@@ -96,7 +122,7 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
         response = await load_source(tab.page, options, deadline)
     except (NetworkError, HostReturnedError):
         refusals = env.egress.refusals if env.egress is not None else []
-        if refusals and refusals[0].unresolved:
+        if refusals and refusals[0].kind == "unresolved":
             raise NameNotResolved(refusals[0].reason) from None
         if refusals:
             raise NetworkError(f"Could not load {options.url or 'the page'}: {refusals[0].reason}.") from None

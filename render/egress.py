@@ -11,10 +11,12 @@ connection can never carry a later request to another host past the check.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from render.errors import NameNotResolved
 from render.network_policy import AddressNotAllowed, NetworkPolicy
@@ -27,12 +29,32 @@ _HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-al
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """The proxy a job's traffic is chained to (`proxy` or `ip_country_code`), already resolved."""
+
+    host: str
+    address: str
+    port: int
+    authorization: str | None  # a Proxy-Authorization value
+
+    @classmethod
+    def parse(cls, url: str) -> tuple[str, int, str | None]:
+        """(host, port, Proxy-Authorization) of `http://user:password@host:port/`."""
+        parts = urlsplit(url)
+        credentials = None
+        if parts.username is not None:
+            raw = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            credentials = "Basic " + base64.b64encode(raw.encode()).decode()
+        return parts.hostname or "", parts.port or 80, credentials
+
+
+@dataclass(frozen=True)
 class Refusal:
     """A connection the policy stopped."""
 
     host: str
     reason: str
-    unresolved: bool = False  # the name did not resolve (not a policy decision)
+    kind: str = "policy"  # policy (refused by the network policy), unresolved or unreachable
 
 
 class EgressProxy:
@@ -41,6 +63,7 @@ class EgressProxy:
     def __init__(self, policy: NetworkPolicy) -> None:
         self.policy = policy
         self.refusals: list[Refusal] = []  # since the current job started (jobs run one at a time)
+        self.upstream: Upstream | None = None  # the current job's upstream proxy
         self._server: asyncio.Server | None = None
 
     @property
@@ -89,19 +112,40 @@ class EgressProxy:
             await _answer(writer, 403, str(refused), refused=True)
             return
         except NameNotResolved as error:
-            self.refusals.append(Refusal(host, error.message, unresolved=True))
+            self.refusals.append(Refusal(host, error.message, kind="unresolved"))
             await _answer(writer, 502, error.message)
             return
-        upstream_reader, upstream_writer = await asyncio.wait_for(
-            asyncio.open_connection(str(address), int(port)), CONNECT_TIMEOUT_SECONDS)
+        chain = self.upstream
+        connect_to = (chain.address, chain.port) if chain else (str(address), int(port))
+        try:
+            upstream_reader, upstream_writer = await asyncio.wait_for(
+                asyncio.open_connection(*connect_to), CONNECT_TIMEOUT_SECONDS)
+        except (OSError, TimeoutError) as error:
+            errno = getattr(error, "errno", None)
+            reason = f"cannot connect to {host}:{port} ({os.strerror(errno) if errno else 'timed out'})"
+            self.refusals.append(Refusal(host, reason, kind="unreachable"))
+            await _answer(writer, 502, reason)
+            return
+        proxy_auth = [f"Proxy-Authorization: {chain.authorization}"] if chain and chain.authorization else []
         try:
             if method == "CONNECT":
+                if chain is not None:
+                    upstream_writer.write("\r\n".join([f"CONNECT {host}:{port} HTTP/1.1", f"Host: {host}:{port}",
+                                                        *proxy_auth, "", ""]).encode("latin-1"))
+                    answer = await asyncio.wait_for(upstream_reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT_SECONDS)
+                    status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
+                    if status_line.split(" ")[1:2] != ["200"]:
+                        await _answer(writer, 502, f"the upstream proxy refused the tunnel: {status_line}")
+                        return
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             else:
                 kept = [line for line in header_lines if line and line.split(":", 1)[0].strip().lower()
                         not in _HOP_BY_HOP]
-                upstream_writer.write(f"{method} {path} HTTP/1.1\r\n".encode("latin-1"))
-                upstream_writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1"))
+                # Through an upstream proxy the request keeps its absolute form.
+                request_target = target if chain is not None else path
+                upstream_writer.write(f"{method} {request_target} HTTP/1.1\r\n".encode("latin-1"))
+                upstream_writer.write(("\r\n".join([*kept, *proxy_auth, "Connection: close"]) + "\r\n\r\n"
+                                       ).encode("latin-1"))
             await _pipe_both(reader, writer, upstream_reader, upstream_writer)
         finally:
             upstream_writer.close()

@@ -83,11 +83,6 @@ class NetworkPolicy:
         networks, hosts = parse_allowed(settings.allowed_networks)
         return cls(settings.allow_private_networks, parse_overrides(settings.resolve_overrides), networks, hosts)
 
-    @property
-    def needs_proxy(self) -> bool:
-        """Whether the browser's traffic must go through the egress proxy."""
-        return not self.allow_private or bool(self.overrides)
-
     async def resolve(self, host: str) -> list[IPAddress]:
         """The addresses of `host`: an override, a literal, or the system resolver's answer."""
         name = host.strip("[]").lower()
@@ -101,6 +96,11 @@ class NetworkPolicy:
             return [ipaddress.ip_address(name)]
         except ValueError:
             pass
+        # RFC 6761: these answers are fixed, no DNS server is asked.
+        if name == "localhost" or name.endswith(".localhost"):
+            return [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+        if name == "invalid" or name.endswith(".invalid"):
+            raise NameNotResolved(f"The host {host} could not be resolved (DNS): .invalid names never resolve.")
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_STREAM)
         except socket.gaierror as error:

@@ -15,10 +15,9 @@ from render.settings import RenderSettings
 async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
     """Start Chromium, capture, stop Chromium: the same pipeline the workers run."""
     policy = NetworkPolicy.from_settings(settings)
-    egress = EgressProxy(policy) if policy.needs_proxy else None
-    if egress is not None:
-        await egress.start()
-    supervisor = BrowserSupervisor(settings, egress.url if egress else None)
+    egress = EgressProxy(policy)
+    await egress.start()
+    supervisor = BrowserSupervisor(settings, egress.url)
     try:
         tab = await supervisor.acquire()
         try:
@@ -28,5 +27,4 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
             await tab.close()
     finally:
         await supervisor.close()
-        if egress is not None:
-            await egress.close()
+        await egress.close()

@@ -98,7 +98,6 @@ NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
         "block_ads", "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
         "block_trackers", "block_requests", "block_resources",
-        "ip_country_code", "proxy",
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
         "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
@@ -319,6 +318,20 @@ class TakeOptions(BaseModel):
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.strip()
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != "http" or not parts.hostname or port is None:
+            raise ValueError("must be http://user:password@host:port/ (credentials optional)")
+        return value
 
     @field_validator("time_zone")
     @classmethod

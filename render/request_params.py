@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter
+from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter, RequestNotValid
 from render.options import TakeOptions
+from render.settings import configured_proxies
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAME_SITE = {"strict": "Strict", "lax": "Lax", "none": "None"}
@@ -73,8 +74,23 @@ def parse_cookie(raw: str, target_url: str | None, index: int = 0) -> dict[str, 
     return cookie
 
 
+def country_proxy(options: TakeOptions) -> str | None:
+    """The upstream proxy URL for `ip_country_code`, or `request_not_valid` naming those configured."""
+    if options.ip_country_code is None:
+        return None
+    proxies = configured_proxies()
+    if options.ip_country_code not in proxies:
+        available = ", ".join(sorted(proxies)) or "none"
+        raise RequestNotValid(
+            f"ip_country_code: no proxy is configured for {options.ip_country_code!r} on this server "
+            f"(configured: {available}; operators add SCREENSHOT_PROXY_{options.ip_country_code.upper()}).",
+            [ErrorDetail("ip_country_code", f"not configured; available: {available}")])
+    return proxies[options.ip_country_code]
+
+
 def check(options: TakeOptions) -> None:
-    """Validate headers and cookies up front (the API calls this before enqueueing)."""
+    """Validate headers, cookies and the country proxy up front (the API calls this before enqueueing)."""
     parse_headers(options.headers)
     for index, raw in enumerate(options.cookies):
         parse_cookie(raw, options.url, index)
+    country_proxy(options)

@@ -45,10 +45,11 @@ class WorkerRuntime:
         self.name = name
         self.loop = asyncio.new_event_loop()
         self.policy = NetworkPolicy.from_settings(settings)
-        self.egress = EgressProxy(self.policy) if self.policy.needs_proxy else None
-        if self.egress is not None:
-            self.loop.run_until_complete(self.egress.start())
-        self.supervisor = BrowserSupervisor(settings, self.egress.url if self.egress else None)
+        # Every connection of the browser goes through the egress proxy: the policy, name overrides and
+        # upstream proxies all apply there.
+        self.egress = EgressProxy(self.policy)
+        self.loop.run_until_complete(self.egress.start())
+        self.supervisor = BrowserSupervisor(settings, self.egress.url)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
         self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
@@ -107,8 +108,7 @@ class WorkerRuntime:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress)
                 result = await capture(options, tab, env, deadline)
-                if self.egress is not None and self.egress.refusals:
-                    result.blocked_requests = len(self.egress.refusals)
+                result.blocked_requests = sum(1 for r in self.egress.refusals if r.kind == "policy")
                 return result
         except TimeoutError:
             raise _overran(options) from None

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROXY_VARIABLE = re.compile(r"^SCREENSHOT_PROXY_([A-Z]{2})$")
+
+
+def configured_proxies() -> dict[str, str]:
+    """`SCREENSHOT_PROXY_<CC>` variables: country code (lower case) to upstream proxy URL."""
+    return {match.group(1).lower(): value for name, value in os.environ.items()
+            if (match := PROXY_VARIABLE.match(name)) and value}
 
 
 class RenderSettings(BaseSettings):

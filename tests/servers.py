@@ -63,8 +63,6 @@ def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict
         "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_PORT": str(port), "SCREENSHOT_HOST": "127.0.0.1",
         "SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
         "SCREENSHOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-        # Names under .invalid fail inside Chromium without asking any DNS server.
-        "SCREENSHOT_CHROMIUM_ARGS": "--host-resolver-rules='MAP *.invalid ~NOTFOUND'",
     })
     env.update(extra)
     return env

@@ -57,7 +57,7 @@ def test_name_not_resolved(client: httpx.Client, org: Org) -> None:
 
 def test_network_error(client: httpx.Client, org: Org) -> None:
     assert_error(take(client, org, url=f"http://127.0.0.1:{closed_port()}/"), 500, "network_error",
-                 "ERR_CONNECTION_REFUSED")
+                 "Connection refused")
 
 
 def test_navigation_timeout(client: httpx.Client, org: Org, site: Site) -> None:

@@ -51,6 +51,16 @@ def test_allowlist_by_network_and_by_exact_name() -> None:
     assert NetworkPolicy(allow_private=True).allows("z", ipaddress.ip_address("127.0.0.1"))
 
 
+def test_special_use_names_need_no_dns() -> None:
+    policy = NetworkPolicy()
+    assert [str(a) for a in asyncio.run(policy.resolve("LOCALHOST"))] == ["127.0.0.1", "::1"]
+    assert [str(a) for a in asyncio.run(policy.resolve("app.localhost"))] == ["127.0.0.1", "::1"]
+    from render.errors import NameNotResolved
+
+    with pytest.raises(NameNotResolved, match="never resolve"):
+        asyncio.run(policy.resolve("anything.invalid"))
+
+
 def test_a_name_with_any_private_answer_is_refused() -> None:
     policy = NetworkPolicy(overrides={"mixed.test": [ipaddress.ip_address("8.8.8.8")]})
     asyncio.run(policy.checked_address("mixed.test"))
@@ -59,9 +69,3 @@ def test_a_name_with_any_private_answer_is_refused() -> None:
         asyncio.run(policy.checked_address("mixed.test"))
     with pytest.raises(RequestNotValid, match="SCREENSHOT_ALLOWED_NETWORKS"):
         asyncio.run(check_main_url("http://mixed.test/", policy))
-
-
-def test_the_proxy_is_needed_unless_private_networks_are_allowed_without_overrides() -> None:
-    assert NetworkPolicy().needs_proxy
-    assert not NetworkPolicy(allow_private=True).needs_proxy
-    assert NetworkPolicy(allow_private=True, overrides=parse_overrides("a=1.1.1.1")).needs_proxy

@@ -1,0 +1,134 @@
+"""`proxy` and `ip_country_code` through a real upstream proxy (Debian's tinyproxy), policy on."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.settings import default_workers
+from tests.conftest import Org
+from tests.servers import RunningService, free_port, running_service, wait_for
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+PROXY_HOST = "127.0.0.3"  # the proxies' own loopback address, opened by the allowlist
+SITE_HOST = "127.0.0.2"
+
+
+def start_tinyproxy(directory: Path, basic_auth: str | None) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    config = directory / f"tinyproxy-{port}.conf"
+    lines = [f"Port {port}", f"Listen {PROXY_HOST}", "Timeout 30", "MaxClients 20", "Allow 127.0.0.0/8",
+             "LogLevel Critical", 'ViaProxyName "tinyproxy-test"']
+    if basic_auth:
+        lines.append(f"BasicAuth {basic_auth}")
+    config.write_text("\n".join(lines) + "\n")
+    process = subprocess.Popen(["tinyproxy", "-d", "-c", str(config)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+
+    def listening() -> bool:
+        with httpx.Client(proxy=f"http://{PROXY_HOST}:{port}", timeout=2) as client:
+            client.get(f"http://{PROXY_HOST}:1/")  # any answer from the proxy means it is up
+        return True
+
+    wait_for(listening, 10, "tinyproxy")
+    return process, port
+
+
+@pytest.fixture(scope="module")
+def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    """(open proxy port, proxy port requiring user:secret)."""
+    directory = tmp_path_factory.mktemp("tinyproxy")
+    open_proxy, open_port = start_tinyproxy(directory, None)
+    auth_proxy, auth_port = start_tinyproxy(directory, "user secret")
+    try:
+        yield open_port, auth_port
+    finally:
+        for process in (open_proxy, auth_proxy):
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[Site]:
+    with Site(host=SITE_HOST) as site:
+        yield site
+
+
+@pytest.fixture(scope="module")
+def proxied(redis_url: str, proxies: tuple[int, int], tmp_path_factory: pytest.TempPathFactory,
+            ) -> Iterator[RunningService]:
+    open_port, _ = proxies
+    with running_service(redis_url.rsplit("/", 1)[0] + "/3", tmp_path_factory.mktemp("proxied"),
+                         workers=default_workers(), SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false",
+                         SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_HOST}/32,{PROXY_HOST}/32",
+                         SCREENSHOT_PROXY_DE=f"http://{PROXY_HOST}:{open_port}/") as running:
+        yield running
+
+
+@pytest.fixture
+def org(proxied: RunningService, make_org_in) -> Org:  # type: ignore[no-untyped-def]
+    return make_org_in(proxied.redis_url)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def http(proxied: RunningService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=proxied.url, timeout=60) as client:
+        yield client
+
+
+def take(http: httpx.Client, org: Org, target: Site, **params: object) -> httpx.Response:
+    return http.get("/v1/screenshot/take", params={"access_key": org.access_key, "format": "html",
+                                                   "url": target.url("/colours.html"), **params})
+
+
+def seen_via(target: Site) -> str:
+    return target.requests_to("/colours.html")[-1].get("via", "")
+
+
+def test_without_a_proxy_the_target_sees_the_service_directly(http: httpx.Client, org: Org, target: Site) -> None:
+    assert take(http, org, target).status_code == 200
+    assert seen_via(target) == ""
+
+
+def test_proxy_parameter(http: httpx.Client, org: Org, target: Site, proxies: tuple[int, int]) -> None:
+    open_port, _ = proxies
+    response = take(http, org, target, proxy=f"http://{PROXY_HOST}:{open_port}/")
+    assert response.status_code == 200, response.text
+    assert "tinyproxy-test" in seen_via(target)
+
+
+def test_proxy_with_basic_auth(http: httpx.Client, org: Org, target: Site, proxies: tuple[int, int]) -> None:
+    _, auth_port = proxies
+    response = take(http, org, target, proxy=f"http://user:secret@{PROXY_HOST}:{auth_port}/")
+    assert response.status_code == 200, response.text
+    assert "tinyproxy-test" in seen_via(target)
+    before = len(target.requests_to("/colours.html"))
+    refused = take(http, org, target, proxy=f"http://user:wrong@{PROXY_HOST}:{auth_port}/")
+    assert refused.status_code >= 400
+    assert len(target.requests_to("/colours.html")) == before  # the proxy did not let it through
+
+
+def test_ip_country_code_uses_the_configured_proxy(http: httpx.Client, org: Org, target: Site) -> None:
+    response = take(http, org, target, ip_country_code="de")
+    assert response.status_code == 200, response.text
+    assert "tinyproxy-test" in seen_via(target)
+    missing = take(http, org, target, ip_country_code="us")
+    assert missing.status_code == 400 and missing.json()["error_code"] == "request_not_valid"
+    assert "configured: de" in missing.json()["error_message"]
+
+
+def test_proxy_and_country_together_and_private_proxies_are_refused(http: httpx.Client, org: Org,
+                                                                    target: Site) -> None:
+    both = take(http, org, target, proxy=f"http://{PROXY_HOST}:1/", ip_country_code="de")
+    assert both.status_code == 400 and both.json()["error_details"][0]["field"] == "proxy"
+    private = take(http, org, target, proxy="http://127.0.0.1:3128/")
+    assert private.status_code == 400 and private.json()["error_code"] == "request_not_valid"
+    assert "not allowed" in private.json()["error_message"]
+    malformed = take(http, org, target, proxy="socks5://somewhere")
+    assert malformed.status_code == 400 and malformed.json()["error_details"][0]["field"] == "proxy"
