@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from render import fullpage, imaging, request_context
+from render.blocking import FilterLists, RequestBlocker
+from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
 from render.documents import html_to_markdown
 from render.egress import REFUSED_HEADER, EgressProxy, Upstream
@@ -59,6 +61,7 @@ class Environment:
     policy: NetworkPolicy
     chrome_major: str
     egress: EgressProxy | None = None
+    lists: FilterLists = field(default_factory=FilterLists)
 
 
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -75,8 +78,13 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     await emulate(tab, options.viewport, env.chrome_major)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
+    blocker = RequestBlocker(options, env.lists) if blocking_wanted(options) else None
+    if blocker is not None:
+        await blocker.attach(tab.page)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     await _load(tab, options, env, deadline)
+    if blocker is not None:
+        await blocker.hide_ad_elements(tab.page)
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)

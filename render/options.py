@@ -96,8 +96,7 @@ def param(default: Any, group: str, description: str, shown_default: str | None 
 # issue removes its entries when the feature lands.
 NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
-        "block_ads", "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
-        "block_trackers", "block_requests", "block_resources",
+        "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
         "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",

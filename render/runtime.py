@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from render.blocking import FilterLists
 from render.browser import BrowserSupervisor
 from render.capture import Environment, Output, capture, monotonic_deadline
 from render.egress import EgressProxy
@@ -50,6 +51,7 @@ class WorkerRuntime:
         self.egress = EgressProxy(self.policy)
         self.loop.run_until_complete(self.egress.start())
         self.supervisor = BrowserSupervisor(settings, self.egress.url)
+        self.lists = FilterLists()  # ad and tracker lists, loaded on first use
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
         self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
@@ -106,7 +108,7 @@ class WorkerRuntime:
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress)
+                env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress, self.lists)
                 result = await capture(options, tab, env, deadline)
                 result.blocked_requests = sum(1 for r in self.egress.refusals if r.kind == "policy")
                 return result

@@ -110,6 +110,20 @@ FAILING = """<!DOCTYPE html><html><body><h1>Welcome, Premium Member</h1>
 <img src="/missing-image.png"></body></html>"""
 
 
+# An ad image from an ad server, an element EasyList hides by id, content, a first-party image, a tracker
+# script (EasyPrivacy's generic `/matomo.js` rule; google-analytics.com is HSTS-preloaded, so Chromium
+# would upgrade it to https) and a style sheet: 50 px image row, red #ad_banner (50-150), green content (150-250).
+ADS = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/style.css"></head><body style="margin:0">
+<img src="http://ad.doubleclick.net:{port}/banner.png" style="display:block;width:300px;height:50px">
+<div id="ad_banner" style="height:100px;background:#ff0000"></div>
+<div style="height:100px;background:#00ff00"></div>
+<img src="/logo.png" style="display:block;width:10px;height:10px">
+<script src="/matomo.js"></script>
+</body></html>"""
+GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
+       b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+
 def pages(port: int) -> dict[str, Any]:
     """Routes for these pages (the request page needs the site's port for its third-party image)."""
 
@@ -130,4 +144,9 @@ def pages(port: int) -> dict[str, Any]:
         "/infinite.html": lambda q: html(INFINITE),
         "/failing.html": lambda q: html(FAILING),
         "/missing-image.png": lambda q: (404, "text/plain", b"not here"),
+        "/ads.html": lambda q: html(ADS.replace("{port}", str(port))),
+        "/banner.png": lambda q: (200, "image/gif", GIF),
+        "/logo.png": lambda q: (200, "image/gif", GIF),
+        "/matomo.js": lambda q: (200, "application/javascript", b"window.tracked = true;"),
+        "/style.css": lambda q: (200, "text/css", b"body { color: #111; }"),
     }

@@ -63,6 +63,8 @@ def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict
         "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_PORT": str(port), "SCREENSHOT_HOST": "127.0.0.1",
         "SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
         "SCREENSHOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+        # Third-party hosts of the test pages (ad servers, trackers) are this machine (DESIGN §7).
+        "SCREENSHOT_RESOLVE_OVERRIDES": "ad.doubleclick.net=127.0.0.1,publisher.test=127.0.0.1",
     })
     env.update(extra)
     return env
