@@ -103,6 +103,8 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
             "(setting SCREENSHOT_MAX_RESULT_BYTES).")
+    if env.egress is not None:
+        output.blocked_requests = sum(1 for refusal in env.egress.refusals if refusal.kind == "policy")
     return output
 
 

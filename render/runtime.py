@@ -109,9 +109,7 @@ class WorkerRuntime:
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress, self.lists)
-                result = await capture(options, tab, env, deadline)
-                result.blocked_requests = sum(1 for r in self.egress.refusals if r.kind == "policy")
-                return result
+                return await capture(options, tab, env, deadline)
         except TimeoutError:
             raise _overran(options) from None
         except ServiceError:
