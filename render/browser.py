@@ -23,6 +23,7 @@ from render.settings import RenderSettings
 
 log = logging.getLogger(__name__)
 
+NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
 CLOSE_TIMEOUT_SECONDS = 10
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 
@@ -131,6 +132,9 @@ class BrowserSupervisor:
             accept_downloads=False,
         )
         try:
+            # service_workers="block" alone still lets a page register one (seen with Chromium 156):
+            # the API is removed from every frame before any page script runs.
+            await context.add_init_script(NO_SERVICE_WORKERS)
             page = await context.new_page()
             cdp = await context.new_cdp_session(page)
         except BaseException:

@@ -71,6 +71,8 @@ def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> 
     if isinstance(error, PlaywrightTimeoutError):
         return CaptureTimeout(
             f"{what} did not finish loading within navigation_timeout ({options.navigation_timeout} s).")
+    if "Download is starting" in error.message:
+        return NetworkError(f"{what} is a file download, not a page: downloads are refused.")
     match = _NET_ERROR.search(error.message)
     code = match.group(1) if match else None
     if code == "ERR_NAME_NOT_RESOLVED":

@@ -124,6 +124,14 @@ GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00
        b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
 
+# Tries to register a service worker and says how that went.
+SERVICE_WORKER = """<!DOCTYPE html><html><body><pre id="state">pending</pre><script>
+const show = (text) => { document.getElementById('state').textContent = text; };
+if (!('serviceWorker' in navigator)) show('unavailable');
+else navigator.serviceWorker.register('/sw.js').then(() => show('registered'), (e) => show('refused: ' + e.name));
+</script></body></html>"""
+
+
 def pages(port: int) -> dict[str, Any]:
     """Routes for these pages (the request page needs the site's port for its third-party image)."""
 
@@ -145,6 +153,10 @@ def pages(port: int) -> dict[str, Any]:
         "/failing.html": lambda q: html(FAILING),
         "/missing-image.png": lambda q: (404, "text/plain", b"not here"),
         "/ads.html": lambda q: html(ADS.replace("{port}", str(port))),
+        "/service-worker.html": lambda q: html(SERVICE_WORKER),
+        "/sw.js": lambda q: (200, "application/javascript", b"self.addEventListener('fetch', () => {});"),
+        "/download": lambda q: (200, "application/octet-stream", b"binary",
+                                {"Content-Disposition": 'attachment; filename="file.bin"'}),
         "/banner.png": lambda q: (200, "image/gif", GIF),
         "/logo.png": lambda q: (200, "image/gif", GIF),
         "/matomo.js": lambda q: (200, "application/javascript", b"window.tracked = true;"),

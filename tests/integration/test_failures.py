@@ -105,3 +105,14 @@ def test_output_too_large_is_refused_before_rendering(client: httpx.Client, org:
     assert_error(take(client, org, url=site.url("/colours.html"), viewport_width="16000", viewport_height="16000"),
                  400, "resulting_image_too_large", "SCREENSHOT_MAX_IMAGE_PIXELS")
     assert used(client, org) == 0
+
+
+def test_service_workers_are_off(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/service-worker.html"), format="html", wait_until="networkidle0")
+    assert '<pre id="state">unavailable</pre>' in response.text
+
+
+def test_downloads_are_refused(client: httpx.Client, org: Org, site: Site, service) -> None:  # type: ignore[no-untyped-def]
+    assert_error(take(client, org, url=site.url("/download")), 500, "network_error", "downloads are refused")
+    assert not list(service.data_dir.rglob("file.bin"))  # nothing was saved anywhere under the data dir
+    assert used(client, org) == 0
