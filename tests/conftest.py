@@ -81,6 +81,19 @@ def org(make_org) -> Org:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def isolated_org(isolated: RunningService, make_org_in) -> Org:  # type: ignore[no-untyped-def]
+    """An organisation in the module's own `isolated` service (its own Redis database)."""
+    return make_org_in(isolated.redis_url)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def isolated_http(isolated: RunningService) -> Iterator[httpx.Client]:
+    """An HTTP client of the module's own `isolated` service."""
+    with httpx.Client(base_url=isolated.url, timeout=60) as http:
+        yield http
+
+
+@pytest.fixture
 def client(service: RunningService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=service.url, timeout=120) as http:
         yield http

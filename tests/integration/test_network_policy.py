@@ -40,7 +40,7 @@ def sites() -> Iterator[tuple[Site, Site]]:
 
 
 @pytest.fixture(scope="module")
-def guarded(redis_url: str, sites: tuple[Site, Site], tmp_path_factory: pytest.TempPathFactory,
+def isolated(redis_url: str, sites: tuple[Site, Site], tmp_path_factory: pytest.TempPathFactory,
             ) -> Iterator[RunningService]:
     overrides = ("allowed.test=127.0.0.2,evil.test=127.0.0.1,metadata.google.internal=169.254.169.254,"
                  "rebind.test=127.0.0.2|127.0.0.1")
@@ -50,17 +50,6 @@ def guarded(redis_url: str, sites: tuple[Site, Site], tmp_path_factory: pytest.T
                          SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS="127.0.0.2/32",
                          SCREENSHOT_RESOLVE_OVERRIDES=overrides) as running:
         yield running
-
-
-@pytest.fixture
-def org(guarded: RunningService, make_org_in) -> Org:  # type: ignore[no-untyped-def]
-    return make_org_in(guarded.redis_url)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def http(guarded: RunningService) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=guarded.url, timeout=60) as client:
-        yield client
 
 
 @contextlib.contextmanager
@@ -81,10 +70,11 @@ def take(http: httpx.Client, org: Org, url: str, **params: object) -> httpx.Resp
     "http://metadata.google.internal/computeMetadata/v1/", "http://10.0.0.1/", "http://192.168.1.1/",
     "http://[::ffff:127.0.0.1]:{port}/", "http://evil.test:{port}/",
 ], ids=lambda u: u.split("//")[1].split("/")[0].replace(":{port}", ""))
-def test_private_main_urls_are_refused(http: httpx.Client, org: Org, sites: tuple[Site, Site], url: str) -> None:
+def test_private_main_urls_are_refused(isolated_http: httpx.Client, isolated_org: Org,
+                                       sites: tuple[Site, Site], url: str) -> None:
     _, secret = sites
     with untouched(secret):
-        response = take(http, org, url.format(port=secret.port))
+        response = take(isolated_http, isolated_org, url.format(port=secret.port))
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["error_code"] == "request_not_valid"
@@ -94,53 +84,55 @@ def test_private_main_urls_are_refused(http: httpx.Client, org: Org, sites: tupl
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "chrome://version", "view-source:http://allowed.test/",
                                  "javascript:alert(1)", "data:text/html,hi"])
-def test_non_http_urls_are_refused(http: httpx.Client, org: Org, url: str) -> None:
-    response = take(http, org, url)
+def test_non_http_urls_are_refused(isolated_http: httpx.Client, isolated_org: Org, url: str) -> None:
+    response = take(isolated_http, isolated_org, url)
     assert response.status_code == 400 and response.json()["error_code"] == "request_not_valid"
 
 
-def test_the_allowlisted_site_renders(http: httpx.Client, org: Org, sites: tuple[Site, Site]) -> None:
+def test_the_allowlisted_site_renders(isolated_http: httpx.Client, isolated_org: Org, sites: tuple[Site, Site]) -> None:
     allowed, secret = sites
     with untouched(secret):
-        shot = decode(take(http, org, f"http://allowed.test:{allowed.port}/colours.html", viewport_width=100,
-                           viewport_height=100).content)
+        shot = decode(take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/colours.html",
+                           viewport_width=100, viewport_height=100).content)
     assert rgb_at(shot, 50, 10) == (255, 0, 0)
 
 
-def test_redirect_to_a_private_address_is_refused(http: httpx.Client, org: Org, sites: tuple[Site, Site]) -> None:
+def test_redirect_to_a_private_address_is_refused(isolated_http: httpx.Client, isolated_org: Org,
+                                                  sites: tuple[Site, Site]) -> None:
     allowed, secret = sites
     target = f"http://127.0.0.1:{secret.port}/secret"
     with untouched(secret):
-        response = take(http, org, f"http://allowed.test:{allowed.port}/redirect?to={target}")
+        response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/redirect?to={target}")
     assert response.status_code == 500, response.text
     assert response.json()["error_code"] == "network_error"
     assert "not allowed" in response.json()["error_message"]
 
 
-def test_private_subresources_fail_and_the_page_still_renders(http: httpx.Client, org: Org,
+def test_private_subresources_fail_and_the_page_still_renders(isolated_http: httpx.Client, isolated_org: Org,
                                                               sites: tuple[Site, Site]) -> None:
     allowed, secret = sites
     secret_base = f"http://127.0.0.1:{secret.port}"
     page = ATTACK_PAGE.format(secret=secret_base, ws=secret_base.replace("http", "ws"))
     allowed.server.routes["/attack.html"] = lambda q: (200, "text/html", page.encode())
     with untouched(secret):
-        response = take(http, org, f"http://allowed.test:{allowed.port}/attack.html", viewport_width=200,
+        response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/attack.html",
+                        viewport_width=200,
                         viewport_height=200, wait_until="networkidle0")
         assert response.status_code == 200, response.text
         assert rgb_at(decode(response.content), 190, 190) == (0, 255, 0)
-    metrics = http.get("/metrics").text
+    metrics = isolated_http.get("/metrics").text
     blocked = [line for line in metrics.splitlines()
                if line.startswith('screenshot_blocked_requests_total{policy="private_network"}')]
     assert blocked and float(blocked[0].split()[-1]) >= 5  # img, iframe, fetch, xhr, websocket (+ popup)
 
 
-def test_dns_rebinding_never_reaches_the_private_address(http: httpx.Client, org: Org,
+def test_dns_rebinding_never_reaches_the_private_address(isolated_http: httpx.Client, isolated_org: Org,
                                                          sites: tuple[Site, Site]) -> None:
     """rebind.test answers 127.0.0.2 (allowed) to the first lookup, 127.0.0.1 to the next: the check
     passes, but the connection goes to the address the egress proxy checked itself, and is refused."""
     _, secret = sites
     with untouched(secret):
-        response = take(http, org, f"http://rebind.test:{secret.port}/colours.html")
+        response = take(isolated_http, isolated_org, f"http://rebind.test:{secret.port}/colours.html")
     assert response.status_code == 500, response.text
     assert response.json()["error_code"] == "network_error"
     assert "127.0.0.1" in response.json()["error_message"]

@@ -61,7 +61,7 @@ def target() -> Iterator[Site]:
 
 
 @pytest.fixture(scope="module")
-def proxied(redis_url: str, proxies: tuple[int, int], tmp_path_factory: pytest.TempPathFactory,
+def isolated(redis_url: str, proxies: tuple[int, int], tmp_path_factory: pytest.TempPathFactory,
             ) -> Iterator[RunningService]:
     open_port, _ = proxies
     with running_service(redis_url.rsplit("/", 1)[0] + "/3", tmp_path_factory.mktemp("proxied"),
@@ -69,17 +69,6 @@ def proxied(redis_url: str, proxies: tuple[int, int], tmp_path_factory: pytest.T
                          SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_HOST}/32,{PROXY_HOST}/32",
                          SCREENSHOT_PROXY_DE=f"http://{PROXY_HOST}:{open_port}/") as running:
         yield running
-
-
-@pytest.fixture
-def org(proxied: RunningService, make_org_in) -> Org:  # type: ignore[no-untyped-def]
-    return make_org_in(proxied.redis_url)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def http(proxied: RunningService) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=proxied.url, timeout=60) as client:
-        yield client
 
 
 def take(http: httpx.Client, org: Org, target: Site, **params: object) -> httpx.Response:
@@ -91,44 +80,48 @@ def seen_via(target: Site) -> str:
     return target.requests_to("/colours.html")[-1].get("via", "")
 
 
-def test_without_a_proxy_the_target_sees_the_service_directly(http: httpx.Client, org: Org, target: Site) -> None:
-    assert take(http, org, target).status_code == 200
+def test_without_a_proxy_the_target_sees_the_service_directly(isolated_http: httpx.Client, isolated_org: Org,
+                                                              target: Site) -> None:
+    assert take(isolated_http, isolated_org, target).status_code == 200
     assert seen_via(target) == ""
 
 
-def test_proxy_parameter(http: httpx.Client, org: Org, target: Site, proxies: tuple[int, int]) -> None:
+def test_proxy_parameter(isolated_http: httpx.Client, isolated_org: Org,
+                         target: Site, proxies: tuple[int, int]) -> None:
     open_port, _ = proxies
-    response = take(http, org, target, proxy=f"http://{PROXY_HOST}:{open_port}/")
+    response = take(isolated_http, isolated_org, target, proxy=f"http://{PROXY_HOST}:{open_port}/")
     assert response.status_code == 200, response.text
     assert "tinyproxy-test" in seen_via(target)
 
 
-def test_proxy_with_basic_auth(http: httpx.Client, org: Org, target: Site, proxies: tuple[int, int]) -> None:
+def test_proxy_with_basic_auth(isolated_http: httpx.Client, isolated_org: Org,
+                               target: Site, proxies: tuple[int, int]) -> None:
     _, auth_port = proxies
-    response = take(http, org, target, proxy=f"http://user:secret@{PROXY_HOST}:{auth_port}/")
+    response = take(isolated_http, isolated_org, target, proxy=f"http://user:secret@{PROXY_HOST}:{auth_port}/")
     assert response.status_code == 200, response.text
     assert "tinyproxy-test" in seen_via(target)
     before = len(target.requests_to("/colours.html"))
-    refused = take(http, org, target, proxy=f"http://user:wrong@{PROXY_HOST}:{auth_port}/")
+    refused = take(isolated_http, isolated_org, target, proxy=f"http://user:wrong@{PROXY_HOST}:{auth_port}/")
     assert refused.status_code >= 400
     assert len(target.requests_to("/colours.html")) == before  # the proxy did not let it through
 
 
-def test_ip_country_code_uses_the_configured_proxy(http: httpx.Client, org: Org, target: Site) -> None:
-    response = take(http, org, target, ip_country_code="de")
+def test_ip_country_code_uses_the_configured_proxy(isolated_http: httpx.Client, isolated_org: Org,
+                                                   target: Site) -> None:
+    response = take(isolated_http, isolated_org, target, ip_country_code="de")
     assert response.status_code == 200, response.text
     assert "tinyproxy-test" in seen_via(target)
-    missing = take(http, org, target, ip_country_code="us")
+    missing = take(isolated_http, isolated_org, target, ip_country_code="us")
     assert missing.status_code == 400 and missing.json()["error_code"] == "request_not_valid"
     assert "configured: de" in missing.json()["error_message"]
 
 
-def test_proxy_and_country_together_and_private_proxies_are_refused(http: httpx.Client, org: Org,
+def test_proxy_and_country_together_and_private_proxies_are_refused(isolated_http: httpx.Client, isolated_org: Org,
                                                                     target: Site) -> None:
-    both = take(http, org, target, proxy=f"http://{PROXY_HOST}:1/", ip_country_code="de")
+    both = take(isolated_http, isolated_org, target, proxy=f"http://{PROXY_HOST}:1/", ip_country_code="de")
     assert both.status_code == 400 and both.json()["error_details"][0]["field"] == "proxy"
-    private = take(http, org, target, proxy="http://127.0.0.1:3128/")
+    private = take(isolated_http, isolated_org, target, proxy="http://127.0.0.1:3128/")
     assert private.status_code == 400 and private.json()["error_code"] == "request_not_valid"
     assert "not allowed" in private.json()["error_message"]
-    malformed = take(http, org, target, proxy="socks5://somewhere")
+    malformed = take(isolated_http, isolated_org, target, proxy="socks5://somewhere")
     assert malformed.status_code == 400 and malformed.json()["error_details"][0]["field"] == "proxy"
