@@ -116,8 +116,7 @@ def test_private_subresources_fail_and_the_page_still_renders(isolated_http: htt
     allowed.server.routes["/attack.html"] = lambda q: (200, "text/html", page.encode())
     with untouched(secret):
         response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/attack.html",
-                        viewport_width=200,
-                        viewport_height=200, wait_until="networkidle0")
+                        viewport_width=200, viewport_height=200, wait_until="networkidle0")
         assert response.status_code == 200, response.text
         assert rgb_at(decode(response.content), 190, 190) == (0, 255, 0)
     metrics = isolated_http.get("/metrics").text
