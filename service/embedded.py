@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 import redis
 import redis.asyncio as aioredis
 
-from service.organisations import OrganisationStore
+from service.organisations import OrganisationStore, new_key
 from service.settings import Settings
 
 STOP_TIMEOUT_SECONDS = 30
@@ -103,7 +102,7 @@ async def _ensure_default_key(redis_url: str, settings: Settings) -> str:
             key = key_file.read_text().strip()
             if await store.by_access_key(key) is not None:
                 return key
-        key = secrets.token_urlsafe(24)
+        key = new_key()
         await store.create("default", quota=service.default_quota, concurrency=service.default_concurrency,
                            access_key=key)
         key_file.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import string
 import time
 from dataclasses import dataclass
 
@@ -30,9 +31,16 @@ def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+KEY_ALPHABET = string.ascii_letters + string.digits
+
+
 def new_key() -> str:
-    """A fresh random key (URL-safe, 32 characters)."""
-    return secrets.token_urlsafe(24)
+    """A fresh random key: 32 letters and digits (190 bits).
+
+    Letters and digits only, so a key never starts with '-' (which a command line would read as an
+    option) and never needs quoting or escaping in a shell, a URL or a header.
+    """
+    return "".join(secrets.choice(KEY_ALPHABET) for _ in range(32))
 
 
 @dataclass(frozen=True)
