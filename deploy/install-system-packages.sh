@@ -16,6 +16,7 @@ PACKAGES=(
   tinyproxy
   poppler-utils
   tzdata
+  libnss3-tools
 )
 
 missing=()

@@ -1,4 +1,5 @@
-"""Blocking what a page loads: ads (EasyList), trackers (EasyPrivacy), URL patterns, resource types.
+"""Blocking what a page loads: ads (EasyList), trackers (EasyPrivacy), URL patterns, resource types,
+and the scripts of known cookie banners and chat widgets (render/annoyances.py).
 
 The lists are Debian's (webext-ublock-origin-chromium), matched by the adblock engine (Brave's
 adblock-rust), loaded once per worker on first use. Network rules abort matching requests; cosmetic
@@ -15,8 +16,10 @@ from pathlib import Path
 import adblock
 from playwright.async_api import Page, Request, Route, WebSocketRoute
 
+from render.annoyances import Annoyances
 from render.failure_rules import url_pattern
 from render.options import TakeOptions
+from render.styles import add_style_sheet
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +60,16 @@ class FilterLists:
 
 def wanted(options: TakeOptions) -> bool:
     """Whether any blocking option is set (only then are requests intercepted)."""
-    return bool(options.block_ads or options.block_trackers or options.block_requests or options.block_resources)
+    return bool(options.block_ads or options.block_trackers or options.block_requests or options.block_resources
+                or options.block_cookie_banners or options.block_chats)
 
 
 class RequestBlocker:
     """Aborts a page's requests that the job's blocking options match; records what it blocked."""
 
-    def __init__(self, options: TakeOptions, lists: FilterLists) -> None:
+    def __init__(self, options: TakeOptions, lists: FilterLists, annoyances: Annoyances) -> None:
         self.blocked: list[str] = []
+        self._annoyances = annoyances
         self._patterns = [url_pattern(p) for p in options.block_requests]
         self._types = set(options.block_resources)
         self._loaded: list[adblock.Engine] = []
@@ -78,7 +83,7 @@ class RequestBlocker:
         url, kind = request.url, request.resource_type
         if kind == "document" and request.frame.parent_frame is None:
             return False  # the page itself is never blocked
-        if kind in self._types or any(p.match(url) for p in self._patterns):
+        if kind in self._types or any(p.match(url) for p in self._patterns) or self._annoyances.blocks(url):
             return True
         adblock_kind = "sub_frame" if kind == "document" else _ADBLOCK_TYPES.get(kind, kind)
         return any(engine.check_network_urls(url, self._source, adblock_kind).matched for engine in self._loaded)
@@ -114,4 +119,4 @@ class RequestBlocker:
         if selectors:
             # One rule per selector: a selector Chromium does not understand must not void the others.
             css = "\n".join(f"{selector} {{ display: none !important; }}" for selector in sorted(selectors))
-            await page.add_style_tag(content=css)
+            await add_style_sheet(page, css)

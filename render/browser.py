@@ -12,6 +12,8 @@ import asyncio
 import logging
 import os
 import shlex
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Play
 
 from render.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
 from render.settings import RenderSettings
+from render.trust import chromium_home
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +98,15 @@ class BrowserSupervisor:
         self._releasing: asyncio.Task[None] | None = None
         self._closed = False
         self.restarts = 0
+        # Chromium's own home, holding the extra certificate authorities when some are configured.
+        self._home: Path | None = None
+        if settings.ca_certificates:
+            self._home = Path(tempfile.mkdtemp(prefix="screenshot-chromium-home-"))
+            try:
+                chromium_home(Path(settings.ca_certificates), self._home)
+            except BaseException:
+                shutil.rmtree(self._home, ignore_errors=True)
+                raise
 
     @property
     def chrome_major(self) -> str:
@@ -119,6 +131,7 @@ class BrowserSupervisor:
             executable_path=chromium_binary(self._settings.chromium_path),
             args=args,
             chromium_sandbox=os.geteuid() != 0,
+            env={**os.environ, "HOME": str(self._home)} if self._home else None,
         )
         self._jobs_since_start = 0
         return self._browser
@@ -216,3 +229,5 @@ class BrowserSupervisor:
         if self._playwright is not None:
             await self._playwright.stop()
             self._playwright = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from render import fullpage, imaging, request_context
+from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
@@ -78,16 +79,20 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     await emulate(tab, options.viewport, env.chrome_major)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
-    blocker = RequestBlocker(options, env.lists) if blocking_wanted(options) else None
+    annoyances = Annoyances(options)
+    blocker = RequestBlocker(options, env.lists, annoyances) if blocking_wanted(options) else None
     if blocker is not None:
         await blocker.attach(tab.page)
+    await annoyances.install(tab.page)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     await _load(tab, options, env, deadline)
     if blocker is not None:
         await blocker.hide_ad_elements(tab.page)
+    await annoyances.clear(tab.page)  # before preparing: overlays would be in the way of clicks
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
+        await annoyances.clear(tab.page)  # what appeared meanwhile
     await check_content(tab.page, options)
     failed_requests.check(options)
     if options.format in IMAGE_FORMATS:

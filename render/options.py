@@ -96,7 +96,6 @@ def param(default: Any, group: str, description: str, shown_default: str | None 
 # issue removes its entries when the feature lands.
 NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
-        "block_cookie_banners", "block_banners_by_heuristics", "block_chats",
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
         "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
@@ -179,10 +178,14 @@ class TakeOptions(BaseModel):
 
     # Blocking
     block_ads: Bool = param(False, "Blocking", "Block ads (EasyList).")
-    block_cookie_banners: Bool = param(False, "Blocking", "Hide cookie consent banners.")
-    block_banners_by_heuristics: Bool = param(False, "Blocking", "Alternative banner blocking by "
-                                              "heuristics.")
-    block_chats: Bool = param(False, "Blocking", "Block live chat widgets.")
+    block_cookie_banners: Bool = param(False, "Blocking", "Hide cookie consent banners of 18 consent "
+                                       "platforms (OneTrust, Cookiebot, Didomi, ...; render/rules/cookie_banners.toml) "
+                                       "and undo their scroll locks.")
+    block_banners_by_heuristics: Bool = param(False, "Blocking", "Hide fixed or sticky overlays and modal "
+                                              "dialogs about cookies, consent, newsletters or sign-up, and "
+                                              "restore scrolling.")
+    block_chats: Bool = param(False, "Blocking", "Block live chat widgets of 17 vendors (Intercom, Drift, "
+                              "Crisp, ...; render/rules/chats.toml).")
     block_trackers: Bool = param(False, "Blocking", "Block trackers (EasyPrivacy).")
     block_requests: StrList = param([], "Blocking", "URL patterns to block; `*` is a wildcard.")
     block_resources: Annotated[list[ResourceType], BeforeValidator(_as_list)] = param(

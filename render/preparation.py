@@ -14,6 +14,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ScriptTriggersRedirect, SelectorNotFound
 from render.options import TakeOptions
+from render.styles import add_style_sheet
 
 SHADOW_PREFIX = "shadow/"
 NAVIGATION_GRACE_SECONDS = 0.1  # a script's `location.href = ...` starts its navigation a moment later
@@ -123,7 +124,7 @@ async def hide_and_style(page: Page, options: TakeOptions) -> None:
     if options.styles:
         rules.append(options.styles)
     if rules:
-        await page.add_style_tag(content="\n".join(rules))
+        await add_style_sheet(page, "\n".join(rules))
 
 
 async def run_scripts(page: Page, options: TakeOptions, deadline: float) -> None:

@@ -29,6 +29,9 @@ class RenderSettings(BaseSettings):
         False, description="Let captures reach loopback and private addresses (development, tests).")
     allowed_networks: str = Field(
         "", description="CIDRs and host names captures may reach despite the private-network policy.")
+    ca_certificates: str = Field(
+        "", description="PEM file of extra certificate authorities Chromium trusts (internal sites signed by "
+        "a private CA); needs certutil (Debian: libnss3-tools).")
     resolve_overrides: str = Field(
         "", description="host=ip,host=ip: names resolved to fixed addresses before the policy applies.")
     max_image_pixels: int = Field(

@@ -1,7 +1,7 @@
 """Fixtures that start real servers on free ports and always stop them.
 
 - `redis_url`: a redis-server of the session's own.
-- `site`: the local test site (tests/site.py).
+- `site`: the local test site (tests/site.py); `tls_site`: the same over HTTPS (tests/tls.py).
 - `service`: the API and the default number of render workers as real processes, as `run` starts them.
 - `org`: a fresh organisation (keys, quota, concurrency) for one test.
 """
@@ -20,6 +20,7 @@ from service.organisations import OrganisationStore
 from service.settings import default_workers
 from tests.servers import ROOT, RunningService, free_port, redis_server, running_service
 from tests.site import Site
+from tests.tls import authority
 
 __all__ = ["ROOT", "Org", "RunningService", "free_port"]
 
@@ -32,6 +33,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def site() -> Iterator[Site]:
     with Site() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def tls_site() -> Iterator[Site]:
+    """The test site over HTTPS, with a certificate from the run's CA for the test host names."""
+    with Site(tls=authority().server_context()) as running:
         yield running
 
 

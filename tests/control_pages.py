@@ -34,6 +34,10 @@ REQUEST = """<!DOCTYPE html><html><body><img src="http://localhost:{port}/third-
 CSP = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000">
 <script>document.body.style.background = '#00ff00';</script></body></html>"""
 
+# A red .ad above a blue #target, styled only from its own origin: the site's policy refuses inline styles.
+STRICT_STYLES = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/strict.css"></head>
+<body style="margin:0"><div class="ad"></div><div id="target"></div></body></html>"""
+
 # Rows of 100 px: .ad red, #target blue, #btn, #hov grey (green on hover), a shadow host, #late later.
 PREPARE = """<!DOCTYPE html><html><head><style>
 body { margin: 0; } div, button { display: block; height: 100px; width: 300px; border: 0; margin: 0; padding: 0; }
@@ -145,6 +149,9 @@ def pages(port: int) -> dict[str, Any]:
         "/echo": lambda q: (200, "application/json", b""),
         "/csp.html": lambda q: (*html(CSP), {"Content-Security-Policy": "script-src 'none'"}),
         "/prepare.html": lambda q: html(PREPARE),
+        "/strict-styles.html": lambda q: (*html(STRICT_STYLES), {"Content-Security-Policy": "style-src 'self'"}),
+        "/strict.css": lambda q: (200, "text/css", b".ad { height: 100px; background: #ff0000; } "
+                                                   b"#target { height: 100px; background: #0000ff; }"),
         "/elements.html": lambda q: html(ELEMENTS),
         "/bands.html": lambda q: html(bands(q)),
         "/sticky.html": lambda q: html(STICKY),

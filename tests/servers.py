@@ -19,6 +19,9 @@ from pathlib import Path
 import httpx
 import redis
 
+from tests.annoyance_pages import TLS_HOSTS
+from tests.tls import authority
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -63,8 +66,11 @@ def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict
         "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_PORT": str(port), "SCREENSHOT_HOST": "127.0.0.1",
         "SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
         "SCREENSHOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-        # Third-party hosts of the test pages (ad servers, trackers) are this machine (DESIGN §7).
-        "SCREENSHOT_RESOLVE_OVERRIDES": "ad.doubleclick.net=127.0.0.1,publisher.test=127.0.0.1",
+        # Third-party hosts of the test pages (ad servers, trackers, consent platforms, chat widgets)
+        # are this machine (DESIGN §7), and their HTTPS certificates come from the run's own CA.
+        "SCREENSHOT_RESOLVE_OVERRIDES": ",".join(
+            f"{host}=127.0.0.1" for host in ["ad.doubleclick.net", "publisher.test", *TLS_HOSTS]),
+        "SCREENSHOT_CA_CERTIFICATES": str(authority().ca_file),
     })
     env.update(extra)
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests import control_pages
+from tests import annoyance_pages, control_pages
 
 # Top half red, bottom half blue, at any viewport size.
 COLOURS = """<!DOCTYPE html><html><head><style>
@@ -127,15 +128,18 @@ class _Server(ThreadingHTTPServer):
 
 
 class Site:
-    """The test site on 127.0.0.1 and a free port."""
+    """The test site on 127.0.0.1 and a free port; HTTPS when given a TLS context."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
+        self.scheme = "https" if tls else "http"
         self.server = _Server((host, port), _Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.server.log = []
-        # This site's own table: the request-context page names the site's port.
-        self.server.routes = {**ROUTES, **control_pages.pages(self.port)}
+        # This site's own table: some pages name the site's port.
+        self.server.routes = {**ROUTES, **control_pages.pages(self.port), **annoyance_pages.routes(self.port)}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -144,7 +148,7 @@ class Site:
 
     @property
     def base(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base + path

@@ -134,6 +134,17 @@ def test_hide_selectors_and_styles(client: httpx.Client, org: Org, site: Site) -
     assert rgb_at(shot, 50, 150) == MAGENTA  # the button is gone too; #hov restyled
 
 
+def test_hide_selectors_and_styles_apply_where_the_site_refuses_inline_styles(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    def shot(**params: object):  # type: ignore[no-untyped-def]
+        return image(take(client, org, url=site.url("/strict-styles.html"), viewport_width=300, viewport_height=300,
+                          **params))
+
+    assert rgb_at(shot(), 50, 50) == RED
+    assert rgb_at(shot(hide_selectors=".ad"), 50, 50) == BLUE
+    assert rgb_at(shot(styles="#target { background: #ff00ff !important; }"), 50, 150) == MAGENTA
+
+
 def test_scripts_run_and_their_errors_are_reported(client: httpx.Client, org: Org, site: Site) -> None:
     shot = prepared(client, org, site, scripts="document.getElementById('target').style.background = '#00ffff';")
     assert rgb_at(shot, 50, 150) == CYAN

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import Error as PlaywrightError
 
 from render.browser import BrowserSupervisor
 from render.capture import Environment, capture
 from render.network_policy import NetworkPolicy
 from render.options import parse_take_options
 from render.settings import RenderSettings
+from render.trust import TrustStoreError
 from tests.conftest import Org
+from tests.site import Site
+from tests.tls import authority
 
 pytestmark = pytest.mark.browser
 
@@ -68,3 +73,24 @@ def test_a_hung_page_times_out_and_the_worker_carries_on(client: httpx.Client, o
     for _ in range(3):  # the workers still serve
         ok = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": HTML})
         assert ok.status_code == 200, ok.text
+
+
+def test_extra_certificate_authorities_are_trusted_and_only_when_configured(tls_site: Site, tmp_path: Path) -> None:
+    async def title(settings: RenderSettings) -> str:
+        supervisor = BrowserSupervisor(settings)
+        tab = await supervisor.acquire()
+        try:
+            await tab.page.goto(tls_site.url("/article.html"))
+            return await tab.page.title()
+        finally:
+            await tab.close()
+            await supervisor.close()
+
+    assert asyncio.run(title(RenderSettings(ca_certificates=str(authority().ca_file)))) == "Article"
+    with pytest.raises(PlaywrightError, match="ERR_CERT_AUTHORITY_INVALID"):
+        asyncio.run(title(RenderSettings()))
+    (tmp_path / "empty.pem").write_text("not a certificate\n")
+    with pytest.raises(TrustStoreError, match="holds no PEM certificate"):
+        BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "empty.pem")))
+    with pytest.raises(TrustStoreError, match="cannot read"):
+        BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "missing.pem")))
