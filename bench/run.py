@@ -43,6 +43,14 @@ header { background: #3b5bdb; color: white; padding: 24px; border-radius: 8px; }
 tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</li><li>Three</li></ul></div>
 </body></html>"""
 
+# The same page with 12 images, 3 of them ads by EasyList's rules (`/ads/banner_*`): for the cost of
+# blocking, which only requests with a blocking option pay.
+ADS_PAGE = SIMPLE_PAGE.replace("</body>", "".join(
+    f'<img src="/bench/img/{i}.gif" width="80" height="60">' for i in range(9)) + "".join(
+    f'<img src="/ads/banner_{i}.gif" width="728" height="90">' for i in range(3)) + "</body>")
+GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
+       b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
 VIEWPORT = {"width": 1280, "height": 1024}
 SITE_ADDRESS = "127.0.0.2"  # a loopback address of its own, so the service's allowlist opens only it
 PARALLEL_CLIENTS = 4
@@ -66,17 +74,17 @@ class Stats:
                    len(ordered) / wall, statistics.median(rendering) if rendering else None)
 
 
-async def plain_script(url: str, shots: int) -> tuple[Stats, Stats]:
+async def plain_script(url: str, shots: int, ads_url: str) -> tuple[Stats, Stats, Stats]:
     """A hand-written Playwright script: warm browser, new context per shot, page.screenshot."""
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=args)
 
-        async def shot() -> float:
+        async def shot(target: str = url) -> float:
             started = time.perf_counter()
             context = await browser.new_context(viewport=VIEWPORT)
             page = await context.new_page()
-            await page.goto(url)
+            await page.goto(target)
             await page.screenshot(type="png")
             await context.close()
             return time.perf_counter() - started
@@ -94,8 +102,11 @@ async def plain_script(url: str, shots: int) -> tuple[Stats, Stats]:
         per_client = await asyncio.gather(*(client(shots // PARALLEL_CLIENTS) for _ in range(PARALLEL_CLIENTS)))
         par = Stats.of(f"plain script, {PARALLEL_CLIENTS} in parallel", [t for ts in per_client for t in ts],
                        time.perf_counter() - started)
+        started = time.perf_counter()
+        ads = Stats.of("plain script, page with ads", [await shot(ads_url) for _ in range(shots)],
+                       time.perf_counter() - started)
         await browser.close()
-    return seq, par
+    return seq, par, ads
 
 
 async def _new_key(redis_url: str) -> str:
@@ -107,7 +118,7 @@ async def _new_key(redis_url: str) -> str:
         await connection.aclose()
 
 
-def service(url: str, shots: int, workers: int) -> tuple[Stats, Stats]:
+def service(url: str, shots: int, workers: int, ads_url: str) -> tuple[Stats, Stats, Stats, Stats]:
     """The service as deployed, over HTTP."""
     # The production path: network policy on (every connection through the egress proxy), with only
     # the benchmark site's address opened.
@@ -118,9 +129,9 @@ def service(url: str, shots: int, workers: int) -> tuple[Stats, Stats]:
         params = {"access_key": key, "url": url, "format": "png"}
         with httpx.Client(base_url=running.url, timeout=60) as http:
 
-            def shot() -> tuple[float, float]:
+            def shot(extra: dict[str, str] | None = None) -> tuple[float, float]:
                 started = time.perf_counter()
-                response = http.get("/v1/screenshot/take", params=params)
+                response = http.get("/v1/screenshot/take", params={**params, **(extra or {})})
                 elapsed = time.perf_counter() - started
                 if response.status_code != 200 or not response.content.startswith(b"\x89PNG"):
                     raise RuntimeError(f"capture failed: {response.status_code} {response.text[:200]}")
@@ -137,7 +148,14 @@ def service(url: str, shots: int, workers: int) -> tuple[Stats, Stats]:
                 results = list(pool.map(lambda _: shot(), range(shots)))
             par = Stats.of(f"service, {PARALLEL_CLIENTS} clients", [r[0] for r in results],
                            time.perf_counter() - started, [r[1] for r in results])
-    return seq, par
+            ads = []
+            for name, extra in (("service, page with ads", {"url": ads_url}),
+                                ("service, page with ads, block_ads", {"url": ads_url, "block_ads": "true"})):
+                started = time.perf_counter()
+                results = [shot(extra) for _ in range(shots)]
+                ads.append(Stats.of(name, [r[0] for r in results], time.perf_counter() - started,
+                                    [r[1] for r in results]))
+    return seq, par, ads[0], ads[1]
 
 
 def table(rows: list[Stats]) -> str:
@@ -157,14 +175,20 @@ def main() -> None:
                         help="service workers (default: the service's own default, one per two cores)")
     args = parser.parse_args()
     ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
+    ROUTES["/bench/ads.html"] = lambda query: _html(ADS_PAGE)
+    for i in range(9):
+        ROUTES[f"/bench/img/{i}.gif"] = lambda query: (200, "image/gif", GIF)
+    for i in range(3):
+        ROUTES[f"/ads/banner_{i}.gif"] = lambda query: (200, "image/gif", GIF)
     with Site(host=SITE_ADDRESS) as site:
-        url = site.url("/bench/simple.html")
-        print(f"Plain Playwright script: {args.shots} shots sequential, then {PARALLEL_CLIENTS} in parallel ...",
+        url, ads_url = site.url("/bench/simple.html"), site.url("/bench/ads.html")
+        print(f"Plain Playwright script: {args.shots} shots sequential, {PARALLEL_CLIENTS} in parallel, "
+              "then the page with ads ...", flush=True)
+        plain_seq, plain_par, plain_ads = asyncio.run(plain_script(url, args.shots, ads_url))
+        print(f"Service ({args.workers} workers) over HTTP: the same, and the page with ads with block_ads ...",
               flush=True)
-        plain_seq, plain_par = asyncio.run(plain_script(url, args.shots))
-        print(f"Service ({args.workers} workers) over HTTP: the same ...", flush=True)
-        service_seq, service_par = service(url, args.shots, args.workers)
-    rows = [plain_seq, service_seq, plain_par, service_par]
+        service_seq, service_par, service_ads, service_blocking = service(url, args.shots, args.workers, ads_url)
+    rows = [plain_seq, service_seq, plain_par, service_par, plain_ads, service_ads, service_blocking]
     print()
     print(table(rows))
     overhead = (service_seq.p50 - (service_seq.rendering_p50 or 0)) * 1000
@@ -172,6 +196,8 @@ def main() -> None:
     print(f"throughput, service ({PARALLEL_CLIENTS} clients) / plain ({PARALLEL_CLIENTS} in parallel): "
           f"{service_par.shots_per_second / plain_par.shots_per_second:.2f}x")
     print(f"service time outside the worker (p50 end-to-end minus p50 rendering): {overhead:.0f} ms")
+    print(f"page with ads, service / plain: {service_ads.p50 / plain_ads.p50:.2f}x; "
+          f"with block_ads / without: {service_blocking.p50 / service_ads.p50:.2f}x")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "latest.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
