@@ -16,14 +16,13 @@ from render.egress import REFUSED_HEADER, EgressProxy, Upstream
 from render.emulation import emulate, emulate_page
 from render.errors import (
     ErrorDetail,
-    HostReturnedError,
     NameNotResolved,
     NetworkError,
     RequestNotValid,
     ResultingImageTooLarge,
 )
 from render.failure_rules import FailedRequestWatch, check_content, check_gpu
-from render.navigation import load_source
+from render.navigation import check_host_status, load_source
 from render.network_policy import AddressNotAllowed, NetworkPolicy, check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
 from render.preparation import prepare
@@ -70,8 +69,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     settings = env.settings
     check_gpu(options)
     if env.egress is not None:
-        env.egress.refusals.clear()
-        env.egress.upstream = await _upstream(options, env.policy)
+        env.egress.begin_job(await _upstream(options, env.policy))
     if options.url is not None:
         await check_main_url(options.url, env.policy)
     if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
@@ -131,19 +129,27 @@ async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | N
 
 
 async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> None:
-    """Load the source; a navigation the egress policy stopped (a redirect to a private address)
-    is reported as such, not as a generic network failure."""
+    """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
+    does not resolve) is reported as such, not as the host's error or a generic network failure."""
     try:
-        response = await load_source(tab.page, options, deadline)
-    except (NetworkError, HostReturnedError):
+        response = await load_source(tab.page, options, deadline, check_status=False)
+    except NetworkError:
+        # An https navigation the egress refused fails its tunnel: the refusal says why.
         refusals = env.egress.refusals if env.egress is not None else []
         if refusals and refusals[0].kind == "unresolved":
             raise NameNotResolved(refusals[0].reason) from None
         if refusals:
             raise NetworkError(f"Could not load {options.url or 'the page'}: {refusals[0].reason}.") from None
         raise
-    if response is not None and response.headers.get(REFUSED_HEADER) == "refused":
+    if response is None:
+        return
+    # A plain-http navigation the egress refused gets the egress's own answer, marked as such.
+    marker = response.headers.get(REFUSED_HEADER)
+    if marker == "unresolved":
+        raise NameNotResolved(await response.text())
+    if marker:
         raise NetworkError(f"Could not load {options.url}: {await response.text()}.")
+    check_host_status(response, options)
 
 
 def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:

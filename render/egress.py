@@ -66,6 +66,12 @@ class EgressProxy:
         self.upstream: Upstream | None = None  # the current job's upstream proxy
         self._server: asyncio.Server | None = None
 
+    def begin_job(self, upstream: Upstream | None) -> None:
+        """A new job starts: its own refusals and upstream. Connections still open from the previous
+        job (a slow DNS answer, say) report nothing into this one."""
+        self.refusals = []  # a new list: open connections keep appending to the one they started with
+        self.upstream = upstream
+
     @property
     def url(self) -> str:
         assert self._server is not None, "start() first"
@@ -82,7 +88,7 @@ class EgressProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await self._handle(reader, writer)
+            await self._handle(reader, writer, self.refusals, self.upstream)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
             pass
         except Exception:
@@ -90,7 +96,8 @@ class EgressProxy:
         finally:
             writer.close()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refusals: list[Refusal],
+                      chain: Upstream | None) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         method, target, _version = request_line.split(" ", 2)
@@ -107,15 +114,14 @@ class EgressProxy:
         try:
             address = await self.policy.checked_address(host)
         except AddressNotAllowed as refused:
-            self.refusals.append(Refusal(host, str(refused)))
+            refusals.append(Refusal(host, str(refused)))
             log.info("egress refused: %s", refused)
-            await _answer(writer, 403, str(refused), refused=True)
+            await _answer(writer, 403, str(refused), marker="refused")
             return
         except NameNotResolved as error:
-            self.refusals.append(Refusal(host, error.message, kind="unresolved"))
-            await _answer(writer, 502, error.message)
+            refusals.append(Refusal(host, error.message, kind="unresolved"))
+            await _answer(writer, 502, error.message, marker="unresolved")
             return
-        chain = self.upstream
         connect_to = (chain.address, chain.port) if chain else (str(address), int(port))
         try:
             upstream_reader, upstream_writer = await asyncio.wait_for(
@@ -123,8 +129,8 @@ class EgressProxy:
         except (OSError, TimeoutError) as error:
             errno = getattr(error, "errno", None)
             reason = f"cannot connect to {host}:{port} ({os.strerror(errno) if errno else 'timed out'})"
-            self.refusals.append(Refusal(host, reason, kind="unreachable"))
-            await _answer(writer, 502, reason)
+            refusals.append(Refusal(host, reason, kind="unreachable"))
+            await _answer(writer, 502, reason, marker="unreachable")
             return
         proxy_auth = [f"Proxy-Authorization: {chain.authorization}"] if chain and chain.authorization else []
         try:
@@ -135,7 +141,8 @@ class EgressProxy:
                     answer = await asyncio.wait_for(upstream_reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT_SECONDS)
                     status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
                     if status_line.split(" ")[1:2] != ["200"]:
-                        await _answer(writer, 502, f"the upstream proxy refused the tunnel: {status_line}")
+                        await _answer(writer, 502, f"the upstream proxy refused the tunnel: {status_line}",
+                                      marker="unreachable")
                         return
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             else:
@@ -151,10 +158,11 @@ class EgressProxy:
             upstream_writer.close()
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, message: str, *, refused: bool = False) -> None:
+async def _answer(writer: asyncio.StreamWriter, status: int, message: str, *, marker: str = "") -> None:
+    """The egress's own answer; `marker` (refused, unresolved, unreachable) tells it from the target's."""
     body = message.encode()
     reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    extra = f"{REFUSED_HEADER}: refused\r\n" if refused else ""
+    extra = f"{REFUSED_HEADER}: {marker}\r\n" if marker else ""
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  f"{extra}Connection: close\r\n\r\n".encode() + body)
     await writer.drain()

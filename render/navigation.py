@@ -82,8 +82,10 @@ def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> 
     return NetworkError(f"Could not load {what}: {error.message.splitlines()[0]}")
 
 
-async def load_source(page: Page, options: TakeOptions, deadline: float) -> Response | None:
-    """Navigate to the url (or set the html/markdown) and wait for every `wait_until` event."""
+async def load_source(page: Page, options: TakeOptions, deadline: float, *, check_status: bool = True
+                      ) -> Response | None:
+    """Navigate to the url (or set the html/markdown) and wait for every `wait_until` event; with
+    `check_status`, a non-2xx answer is `host_returned_error` (unless `ignore_host_errors`)."""
     nav_deadline = min(deadline, time.monotonic() + options.navigation_timeout)
     tracker = InflightTracker(page) if "networkidle2" in options.wait_until else None
     first = _first_event(options.wait_until)
@@ -110,9 +112,14 @@ async def load_source(page: Page, options: TakeOptions, deadline: float) -> Resp
         raise CaptureTimeout(
             f"{what} did not reach networkidle2 within navigation_timeout ({options.navigation_timeout} s)."
         ) from None
-    if response is not None and not 200 <= response.status < 300 and not options.ignore_host_errors:
-        raise HostReturnedError(
-            f"{what} answered HTTP {response.status}; set ignore_host_errors=true to capture it anyway.",
-            returned_status_code=response.status,
-        )
+    if response is not None and check_status:
+        check_host_status(response, options)
     return response
+
+
+def check_host_status(response: Response, options: TakeOptions) -> None:
+    """`host_returned_error` for a non-2xx main document, unless `ignore_host_errors`."""
+    if not 200 <= response.status < 300 and not options.ignore_host_errors:
+        raise HostReturnedError(
+            f"{options.url or 'the page'} answered HTTP {response.status}; set ignore_host_errors=true to "
+            "capture it anyway.", returned_status_code=response.status)

@@ -18,6 +18,14 @@ class StorageSettings(BaseSettings):
     storage_backend: Literal["local", "s3"] = Field("local", description="local or s3.")
     storage_dir: Path | None = Field(None, description="Local backend directory (default DATA_DIR/storage).")
     result_url_ttl: int = Field(3600, ge=60, description="Seconds a returned screenshot_url stays valid.")
+    s3_bucket: str = Field("", description="S3 backend: the bucket (it must exist).")
+    s3_endpoint_url: str = Field("", description="S3 backend: endpoint of an S3-compatible store (MinIO, ...); "
+                                 "empty for AWS.")
+    s3_region: str = Field("", description="S3 backend: region (empty: from the AWS configuration).")
+    s3_path_style: bool = Field(False, description="S3 backend: path-style addressing (endpoint/bucket/key), "
+                                "as most self-hosted stores need.")
+    cdn_base_url: str = Field("", description="Base URL of a CDN in front of the bucket: cache URLs become "
+                              "this + the object key.")
 
     @property
     def local_dir(self) -> Path:

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from service.organisations import OrganisationStore
 from service.settings import default_workers
-from tests.servers import ROOT, RunningService, free_port, redis_server, running_service
+from tests.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
 from tests.site import Site
 from tests.tls import authority
 
@@ -33,6 +33,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def site() -> Iterator[Site]:
     with Site() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """An S3-compatible server (moto) over HTTP on loopback."""
+    with s3_server() as running:
         yield running
 
 

@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import boto3
 import httpx
 import redis
 
+from storage import S3Storage
 from tests.annoyance_pages import TLS_HOSTS
 from tests.tls import authority
 
@@ -114,3 +116,45 @@ def running_service(redis_url: str, data_dir: Path, workers: int, **extra: str) 
         yield RunningService(url, redis_url, data_dir, env)
     finally:
         stop(processes)
+
+
+# Credentials for the local S3 server only; no test may ever reach AWS (nor the instance metadata address).
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+          "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@dataclass
+class S3Server:
+    """moto's S3-compatible server on a free loopback port."""
+
+    url: str
+
+    def new_bucket(self) -> str:
+        """A fresh bucket (each test gets its own)."""
+        name = f"test-{os.urandom(6).hex()}"
+        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1").create_bucket(Bucket=name)
+        return name
+
+    def storage(self, bucket: str) -> S3Storage:
+        return S3Storage(bucket, endpoint_url=self.url, region="us-east-1", path_style=True)
+
+    def service_env(self, bucket: str) -> dict[str, str]:
+        """Settings that make a service store in `bucket`."""
+        return {**S3_ENV, "SCREENSHOT_STORAGE_BACKEND": "s3", "SCREENSHOT_S3_BUCKET": bucket,
+                "SCREENSHOT_S3_ENDPOINT_URL": self.url, "SCREENSHOT_S3_REGION": "us-east-1",
+                "SCREENSHOT_S3_PATH_STYLE": "true"}
+
+
+@contextlib.contextmanager
+def s3_server() -> Iterator[S3Server]:
+    os.environ.update(S3_ENV)
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: httpx.get(url + "/moto-api/").status_code == 200, 30, "moto's S3 server")
+        yield S3Server(url)
+    finally:
+        process.terminate()
+        process.wait(10)

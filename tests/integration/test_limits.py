@@ -39,7 +39,7 @@ def test_quota_is_reached_after_successes_only(client: httpx.Client, make_org, s
     url = site.url("/colours.html")
     assert take(client, org, url=url, response_type="empty").status_code == 200
     assert take(client, org, url=site.url("/status?code=500")).json()["error_code"] == "host_returned_error"
-    assert take(client, org, url=url, block_chats="true").json()["error_code"] == "request_not_valid"
+    assert take(client, org, url=url, viewport_width="0").json()["error_code"] == "request_not_valid"
     assert usage(client, org)["used"] == 1
     assert take(client, org, url=url, response_type="empty").status_code == 200
     refused = take(client, org, url=url)
@@ -90,10 +90,10 @@ def test_body_too_large(client: httpx.Client, org: Org) -> None:
 
 
 def test_unbuilt_routes_and_parameters_are_refused(client: httpx.Client, org: Org, site: Site) -> None:
-    response = take(client, org, url=site.url("/colours.html"), watermark="x", block_chats="true")
+    response = take(client, org, url=site.url("/colours.html"), cache="true", webhook_url="https://example.com/")
     body = response.json()
     assert body["error_code"] == "request_not_valid"
-    assert {d["field"] for d in body["error_details"]} == {"watermark", "block_chats"}
+    assert {d["field"] for d in body["error_details"]} == {"cache", "webhook_url"}
     animate = client.get("/v1/screenshot/animate", params={"access_key": org.access_key})
     assert animate.status_code == 400 and "not available" in animate.json()["error_message"]
 
