@@ -13,7 +13,7 @@ from tests.servers import ROOT
 def test_settings_table_matches_the_settings_classes() -> None:
     readme = (ROOT / "README.md").read_text()
     table = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| (SCREENSHOT_[A-Z_]+) \|", table, flags=re.MULTILINE))
+    documented = set(re.findall(r"^\| (SCREENSHOT_[A-Z0-9_]+) \|", table, flags=re.MULTILINE))
     in_code = {f"SCREENSHOT_{name.upper()}" for cls in (ServiceSettings, RenderSettings, StorageSettings)
                for name in cls.model_fields}
     assert documented == in_code
