@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from render import fullpage, imaging, request_context
+from playwright.async_api import Response
+
+from render import fullpage, imaging, metadata, request_context
 from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
@@ -51,6 +54,8 @@ class Output:
     width: int | None = None
     height: int | None = None
     blocked_requests: int = 0  # connections the network policy refused
+    metadata: dict[str, Any] = field(default_factory=dict)  # the JSON body's fields (render.metadata)
+    content: tuple[bytes, str, str] | None = None  # metadata_content: body, extension, content type
 
 
 @dataclass
@@ -83,7 +88,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         await blocker.attach(tab.page)
     await annoyances.install(tab.page)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
-    await _load(tab, options, env, deadline)
+    response = await _load(tab, options, env, deadline)
     if blocker is not None:
         await blocker.hide_ad_elements(tab.page)
     await annoyances.clear(tab.page)  # before preparing: overlays would be in the way of clicks
@@ -102,6 +107,10 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     else:
         markdown = html_to_markdown(await tab.page.content())
         output = Output(markdown.encode(), "markdown", imaging.CONTENT_TYPES["markdown"])
+    if metadata.wanted(options):
+        output.metadata = await metadata.collect(tab, options, response)
+    if options.metadata_content:
+        output.content = await metadata.content(tab.page, options)
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
@@ -128,7 +137,7 @@ async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | N
     return None
 
 
-async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> None:
+async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> Response | None:
     """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
     does not resolve) is reported as such, not as the host's error or a generic network failure."""
     try:
@@ -142,7 +151,7 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
             raise NetworkError(f"Could not load {options.url or 'the page'}: {refusals[0].reason}.") from None
         raise
     if response is None:
-        return
+        return None
     # A plain-http navigation the egress refused gets the egress's own answer, marked as such.
     marker = response.headers.get(REFUSED_HEADER)
     if marker == "unresolved":
@@ -150,6 +159,7 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
     if marker:
         raise NetworkError(f"Could not load {options.url}: {await response.text()}.")
     check_host_status(response, options)
+    return response
 
 
 def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:

@@ -98,9 +98,6 @@ NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
-        "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
-        "metadata_fonts", "metadata_content", "metadata_content_format",
-        "metadata_http_response_status_code", "metadata_http_response_headers",
         "vision_provider_api_key", "vision_prompt", "vision_max_tokens",
         "watermark", "watermark_image_url", "watermark_opacity", "blur",
     ),

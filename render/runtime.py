@@ -138,9 +138,13 @@ class WorkerRuntime:
                 content_type=output.content_type, size_bytes=len(output.body), format=output.format,
                 width=output.width, height=output.height, body=output.body,
                 extra={"acquire_seconds": round(self.last_acquire_seconds, 4),
-                       "blocked_requests": output.blocked_requests})
+                       "blocked_requests": output.blocked_requests, "metadata": output.metadata})
             log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
                       self.last_acquire_seconds, result.rendering_seconds)
+            if output.content is not None:
+                body, extension, content_type = output.content
+                result.extra["content_key"] = self._put(
+                    object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
             if job.store_result:
                 self._store(job, options, result)
         except ServiceError as error:
@@ -158,12 +162,15 @@ class WorkerRuntime:
 
     def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
         key = object_key(job.organisation, job.reference, options.file_extension)
+        result.storage_key = self._put(key, result.body, result.content_type)
+        result.body = b""
+
+    def _put(self, key: str, body: bytes, content_type: str) -> str:
         try:
-            self.storage.put(key, result.body, result.content_type)
+            self.storage.put(key, body, content_type)
         except StorageError as error:
             raise StorageAccessDenied(f"Could not store the result: {error}") from None
-        result.storage_key = key
-        result.body = b""
+        return key
 
     def _publish(self, job: JobRequest, result: JobResult) -> None:
         if self.redis is None or job.reply_channel is None:

@@ -38,6 +38,17 @@ CSP = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000">
 STRICT_STYLES = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/strict.css"></head>
 <body style="margin:0"><div class="ad"></div><div id="target"></div></body></html>"""
 
+# Metadata of every kind: a non-ASCII title, og:* (one property twice), three icons (the 180 px one is
+# best), text in Liberation Serif and Liberation Mono and an emoji (drawn with Noto Color Emoji).
+METADATA = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Café ☕ — Ünïcode, 100%</title>
+<meta property="og:title" content="Ünïcode title"><meta property="og:type" content="article">
+<meta property="og:image" content="https://publisher.test/a.png"><meta property="og:image" content="/b.png">
+<meta name="description" content="not open graph">
+<link rel="icon" href="/favicon-16.png" sizes="16x16"><link rel="icon" href="/favicon-32.png" sizes="32x32">
+<link rel="apple-touch-icon" href="/apple-touch-icon.png" sizes="180x180">
+</head><body style="font-family: 'Liberation Serif'"><h1>Heading</h1><p>Serif text ☕</p>
+<code style="font-family: 'Liberation Mono'">mono</code></body></html>"""
+
 # Rows of 100 px: .ad red, #target blue, #btn, #hov grey (green on hover), a shadow host, #late later.
 PREPARE = """<!DOCTYPE html><html><head><style>
 body { margin: 0; } div, button { display: block; height: 100px; width: 300px; border: 0; margin: 0; padding: 0; }
@@ -149,6 +160,7 @@ def pages(port: int) -> dict[str, Any]:
         "/echo": lambda q: (200, "application/json", b""),
         "/csp.html": lambda q: (*html(CSP), {"Content-Security-Policy": "script-src 'none'"}),
         "/prepare.html": lambda q: html(PREPARE),
+        "/metadata.html": lambda q: (*html(METADATA), {"X-Custom": "yes", "Cache-Control": "no-store"}),
         "/strict-styles.html": lambda q: (*html(STRICT_STYLES), {"Content-Security-Policy": "style-src 'self'"}),
         "/strict.css": lambda q: (200, "text/css", b".ad { height: 100px; background: #ff0000; } "
                                                    b"#target { height: 100px; background: #0000ff; }"),

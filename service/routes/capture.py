@@ -14,6 +14,7 @@ from render import request_params
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import JobRequest, JobResult
+from service import metadata
 from service.auth import authenticate
 from service.context import AppContext
 from service.organisations import Organisation
@@ -114,28 +115,35 @@ def success_headers(result: JobResult, reference: str, trace_id: str, options: T
     return headers
 
 
-def result_url(context: AppContext, key: str) -> str:
-    """A time-limited URL for a stored object: the backend's own, or one signed for /files."""
+def result_url(context: AppContext, key: str) -> tuple[str, float]:
+    """A time-limited URL for a stored object (the backend's own, or one signed for /files) and the
+    UNIX time it expires."""
     ttl = context.settings.storage.result_url_ttl
+    expires = int(time.time()) + ttl
     url = context.storage.client_url(key, ttl)
     if url is not None:
-        return url
-    return sign_file_url(context.settings.service.base_url, context.url_secret, key, int(time.time()) + ttl)
+        return url, expires
+    return sign_file_url(context.settings.service.base_url, context.url_secret, key, expires), expires
 
 
 def capture_response(context: AppContext, options: TakeOptions, result: JobResult, reference: str,
                      trace_id: str) -> Response:
-    """by_format: the bytes; json: the DESIGN §4 body; empty: status and headers only."""
-    headers = success_headers(result, reference, trace_id, options)
+    """by_format: the bytes; json: the DESIGN §4 body; empty: status and headers only. Metadata headers
+    go with all three."""
+    content_key = result.extra.get("content_key")
+    fields, metadata_headers = metadata.present(options, result,
+                                                result_url(context, content_key) if content_key else None)
+    headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
     if options.response_type == "by_format":
         return Response(content=result.body, media_type=result.content_type, headers=headers)
     if options.response_type == "empty":
         return Response(status_code=200, headers=headers)
     body: dict[str, Any] = {
         "is_successful": True,
-        "screenshot_url": result_url(context, result.storage_key) if result.storage_key else None,
+        "screenshot_url": result_url(context, result.storage_key)[0] if result.storage_key else None,
         "format": options.format,
         "size_bytes": result.size_bytes,
+        **fields,
     }
     return JSONResponse(body, headers=headers)
 

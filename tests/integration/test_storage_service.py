@@ -72,3 +72,16 @@ def test_a_store_that_refuses_is_storage_access_denied_and_not_charged(
         assert usage["used"] == 0
     finally:
         client.create_bucket(Bucket=bucket)
+
+
+def test_page_content_is_uploaded_to_the_bucket(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                                s3: S3Server, bucket: str) -> None:
+    response = isolated_http.get("/v1/screenshot/take", params={
+        "access_key": isolated_org.access_key, "url": site.url("/article.html"), "metadata_content": "true",
+        "metadata_content_format": "markdown"})
+    assert response.status_code == 200, response.text
+    url = response.headers["x-service-content-url"]
+    assert url.startswith(f"{s3.url}/{bucket}/{isolated_org.id}/") and "X-Amz-Signature=" in url
+    fetched = httpx.get(url)
+    assert fetched.status_code == 200 and fetched.text.startswith("# Quarterly report")
+    assert fetched.headers["content-type"] == "text/markdown; charset=utf-8"

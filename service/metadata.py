@@ -1,0 +1,67 @@
+"""The metadata of a capture as the client sees it: JSON body fields and response headers (spec's
+metadata table, DESIGN §4). Text that may be non-ASCII goes into headers percent-encoded (page title)
+or as compact JSON with \\u escapes (open graph, icon, HTTP headers)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from render.options import TakeOptions
+from render.protocol import JobResult
+
+
+def percent_encoded(text: str) -> str:
+    """UTF-8 percent-encoding; spaces stay (decodeURIComponent / urllib.parse.unquote read it back)."""
+    return quote(text, safe=" ")
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+
+
+def iso_time(unix_seconds: float) -> str:
+    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def present(options: TakeOptions, result: JobResult, content: tuple[str, float] | None
+            ) -> tuple[dict[str, Any], dict[str, str]]:
+    """(JSON body fields, headers) for what the options asked; `content` is the content's URL and expiry."""
+    found: dict[str, Any] = result.extra.get("metadata", {})
+    metadata: dict[str, Any] = {}
+    body: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    if options.metadata_image_size:
+        metadata["image_size"] = {"width": result.width, "height": result.height}
+        if result.width is not None and result.height is not None:
+            headers["x-service-image-width"] = str(result.width)
+            headers["x-service-image-height"] = str(result.height)
+    if "page_title" in found:
+        metadata["page_title"] = found["page_title"]
+        headers["x-service-page-title"] = percent_encoded(found["page_title"])
+    if "open_graph" in found:
+        metadata["open_graph"] = found["open_graph"]
+        headers["x-service-open-graph"] = compact_json(found["open_graph"])
+    if "icon" in found:
+        metadata["icon"] = found["icon"]
+        if found["icon"] is not None:
+            headers["x-service-icon"] = compact_json(found["icon"])
+    if "fonts" in found:
+        metadata["fonts"] = found["fonts"]
+    if metadata:
+        body["metadata"] = metadata
+    if content is not None:
+        url, expires = content
+        body["content"] = {"url": url, "expires": iso_time(expires)}
+        headers["x-service-content-url"] = url
+        headers["x-service-content-expires"] = iso_time(expires)
+    if "http_response" in found:
+        http = found["http_response"]
+        body["http_response"] = http
+        if http.get("status_code") is not None:
+            headers["x-service-http-status-code"] = str(http["status_code"])
+        if "headers" in http:
+            headers["x-service-http-headers"] = compact_json(http["headers"])
+    return body, headers
