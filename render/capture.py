@@ -9,7 +9,7 @@ from typing import Any
 
 from playwright.async_api import Response
 
-from render import fullpage, imaging, metadata, request_context
+from render import effects, fullpage, imaging, metadata, request_context
 from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
@@ -75,6 +75,9 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     check_gpu(options)
     if env.egress is not None:
         env.egress.begin_job(await _upstream(options, env.policy))
+    # Fetched first: a watermark that cannot be had fails the job before any rendering.
+    picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
+        options.watermark_image_url) else None
     if options.url is not None:
         await check_main_url(options.url, env.policy)
     if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
@@ -99,7 +102,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     await check_content(tab.page, options)
     failed_requests.check(options)
     if options.format in IMAGE_FORMATS:
-        output = await _image(options, tab, settings, deadline)
+        output = await _image(options, tab, settings, deadline, picture)
     elif options.format == "pdf":
         output = Output(await _pdf(options, tab), "pdf", imaging.CONTENT_TYPES["pdf"])
     elif options.format == "html":
@@ -174,10 +177,14 @@ def check_planned_size(options: TakeOptions, width: int, height: int, settings: 
     imaging.check_output_size(width, height, "png", settings.max_image_pixels)  # the capture itself
 
 
-async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float) -> Output:
+async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
+                 picture: bytes | None) -> Output:
     fmt = options.format
     palette = fmt == "png" and "image_quality" in options.model_fields_set
     encode_options = imaging.EncodeOptions(fmt, options.image_quality, palette=palette)
+    scale = options.viewport.scale
+    marks = ([effects.watermark(options.watermark, picture, options.watermark_opacity)]
+             if options.watermark or picture is not None else [])
     if options.full_page:
         slices, height = await fullpage.capture_slices(tab, options, options.viewport, settings.max_image_pixels,
                                                        deadline)
@@ -185,23 +192,40 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
         check_planned_size(options, width, height, settings)
         target = imaging.fit_size(width, height, options.image_width, options.image_height)
         parts = [(s.png, s.skip_rows, s.rows) for s in slices]
-        return await _encode(lambda: imaging.stitch(parts), target, encode_options, deadline)
+        blurs = await _blurs(tab, options, (0.0, 0.0), scale)
+        return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
+                             encode_options, deadline)
     await scroll_into_view(tab.page, options)
     region = await region_for(tab.page, options)
     if region is not None:
-        width, height = region.device_size(options.viewport.scale)
+        width, height = region.device_size(scale)
         check_planned_size(options, width, height, settings)
+        origin = (region.x, region.y)
     else:
         width, height = _device_size(options.viewport.width, options.viewport.height, options)
+        origin = (0.0, 0.0)
+        if options.blur:
+            scroll_x, scroll_y = await tab.page.evaluate("() => [scrollX, scrollY]")
+            origin = (float(scroll_x), float(scroll_y))
     target = imaging.fit_size(width, height, options.image_width, options.image_height)
+    blurs = await _blurs(tab, options, origin, scale)
     native = CHROMIUM_FORMATS.get(fmt)
-    if native is not None and target == (width, height) and not palette:
+    if native is not None and target == (width, height) and not palette and not (blurs or marks):
         body = await _shot(tab, region, native, options, fast=False)
         actual_w, actual_h = imaging.image_size(body)
         return Output(body, fmt, imaging.CONTENT_TYPES[fmt], actual_w, actual_h)
     # pyvips re-encodes anyway, so Chromium's PNG only needs to be fast, not small.
     raw = await _shot(tab, region, "png", options, fast=True)
-    return await _encode(lambda: imaging.decode(raw), target, encode_options, deadline)
+    return await _encode(lambda: imaging.decode(raw), [*blurs, imaging.resize(*target), *marks], encode_options,
+                         deadline)
+
+
+async def _blurs(tab: Tab, options: TakeOptions, origin: tuple[float, float], scale: float) -> list[imaging.Step]:
+    """The blur step for the boxes of `blur`'s elements, relative to the captured area's origin."""
+    if not options.blur:
+        return []
+    boxes = await effects.element_boxes(tab.page, options.blur)
+    return [effects.blur(effects.to_image_pixels(boxes, origin, scale))] if boxes else []
 
 
 async def _shot(tab: Tab, region: Region | None, fmt: str, options: TakeOptions, *, fast: bool) -> bytes:
@@ -210,11 +234,10 @@ async def _shot(tab: Tab, region: Region | None, fmt: str, options: TakeOptions,
                             beyond_viewport=region.beyond_viewport if region else False)
 
 
-async def _encode(source: imaging.Source, target: tuple[int, int], encode_options: imaging.EncodeOptions,
+async def _encode(source: imaging.Source, steps: list[imaging.Step], encode_options: imaging.EncodeOptions,
                   deadline: float) -> Output:
     # libvips work is CPU-bound: off the event loop, so the next tab's preparation keeps going.
-    body, width, height = await asyncio.to_thread(imaging.process, source, [imaging.resize(*target)],
-                                                  encode_options, deadline)
+    body, width, height = await asyncio.to_thread(imaging.process, source, steps, encode_options, deadline)
     fmt = encode_options.format
     return Output(body, fmt, imaging.CONTENT_TYPES[fmt], width, height)
 

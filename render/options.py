@@ -99,7 +99,6 @@ NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
         "vision_provider_api_key", "vision_prompt", "vision_max_tokens",
-        "watermark", "watermark_image_url", "watermark_opacity", "blur",
     ),
     "not supported by this server yet",
 )
@@ -303,12 +302,16 @@ class TakeOptions(BaseModel):
     vision_max_tokens: int | None = param(None, "Vision", "Completion length limit.", ge=1, le=16384)
 
     # Effects
-    watermark: str | None = param(None, "Effects", "Watermark text.")
-    watermark_image_url: str | None = param(None, "Effects", "Watermark image URL.")
+    watermark: str | None = param(None, "Effects", "Watermark text, bottom right (white with a dark halo).",
+                                  max_length=200)
+    watermark_image_url: str | None = param(None, "Effects", "Watermark image (http/https, fetched under the "
+                                            "network policy; at most 10 MB, shrunk to a quarter of the "
+                                            "output), bottom right above the text.")
     watermark_opacity: float = param(0.5, "Effects", "Watermark opacity, 0 to 1.", ge=0, le=1)
-    blur: StrList = param([], "Effects", "Selectors of elements blurred in the output.")
+    blur: StrList = param([], "Effects", "Selectors of elements pixelated and blurred in the output image "
+                          "(in pixels, so no page style can undo it).")
 
-    @field_validator("url")
+    @field_validator("url", "watermark_image_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is None:
@@ -376,6 +379,9 @@ class TakeOptions(BaseModel):
             problems.append(ErrorDetail("cache", "cannot be combined with async or webhook_url"))
         if self.proxy is not None and self.ip_country_code is not None:
             problems.append(ErrorDetail("proxy", "give either proxy or ip_country_code, not both"))
+        for name in ("watermark", "watermark_image_url", "blur"):
+            if getattr(self, name) and self.format not in IMAGE_FORMATS:
+                problems.append(ErrorDetail(name, f"applies to image formats, not {self.format}"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
         problems += self._unsupported_problems()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyvips
+
 WHITE, RED, GREEN, BLUE = (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255)
 YELLOW, CYAN, MAGENTA, GREY = (255, 255, 0), (0, 255, 255), (255, 0, 255), (136, 136, 136)
 
@@ -48,6 +50,13 @@ METADATA = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Café ☕ 
 <link rel="apple-touch-icon" href="/apple-touch-icon.png" sizes="180x180">
 </head><body style="font-family: 'Liberation Serif'"><h1>Heading</h1><p>Serif text ☕</p>
 <code style="font-family: 'Liberation Mono'">mono</code></body></html>"""
+
+# For blur: big text in #secret (top 100 px), other text in #public (150-250), a shadow root's text below.
+BLUR = """<!DOCTYPE html><html><body style="margin:0;font: 40px 'Liberation Sans'">
+<div id="secret" style="height:100px">Secret 4242 abc</div><div style="height:50px"></div>
+<div id="public" style="height:100px">Public 1234 xyz</div><div id="host"></div>
+<script>document.getElementById('host').attachShadow({mode: 'open'}).innerHTML =
+  '<div class="inner-secret" style="height:50px">Hidden 99</div>';</script></body></html>"""
 
 # Rows of 100 px: .ad red, #target blue, #btn, #hov grey (green on hover), a shadow host, #late later.
 PREPARE = """<!DOCTYPE html><html><head><style>
@@ -135,6 +144,8 @@ ADS = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/style.css"></h
 <img src="/logo.png" style="display:block;width:10px;height:10px">
 <script src="/matomo.js"></script>
 </body></html>"""
+# 200x200 solid green, made once.
+WATERMARK_PNG = (pyvips.Image.black(200, 200, bands=3) + [0, 255, 0]).cast("uchar").pngsave_buffer()
 GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
        b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
@@ -160,6 +171,8 @@ def pages(port: int) -> dict[str, Any]:
         "/echo": lambda q: (200, "application/json", b""),
         "/csp.html": lambda q: (*html(CSP), {"Content-Security-Policy": "script-src 'none'"}),
         "/prepare.html": lambda q: html(PREPARE),
+        "/blur.html": lambda q: html(BLUR),
+        "/watermark.png": lambda q: (200, "image/png", WATERMARK_PNG),
         "/metadata.html": lambda q: (*html(METADATA), {"X-Custom": "yes", "Cache-Control": "no-store"}),
         "/strict-styles.html": lambda q: (*html(STRICT_STYLES), {"Content-Security-Policy": "style-src 'self'"}),
         "/strict.css": lambda q: (200, "text/css", b".ad { height: 100px; background: #ff0000; } "

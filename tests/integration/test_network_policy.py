@@ -135,3 +135,18 @@ def test_dns_rebinding_never_reaches_the_private_address(isolated_http: httpx.Cl
     assert response.status_code == 500, response.text
     assert response.json()["error_code"] == "network_error"
     assert "127.0.0.1" in response.json()["error_message"]
+
+
+@pytest.mark.parametrize("target", ["http://127.0.0.1:{port}/logo.png", "http://evil.test:{port}/logo.png",
+                                    "https://evil.test:{port}/logo.png", "http://169.254.169.254/logo.png"])
+def test_watermark_image_on_a_private_address_is_refused(isolated_http: httpx.Client, isolated_org: Org,
+                                                        sites: tuple[Site, Site], target: str) -> None:
+    allowed, secret = sites
+    with untouched(secret):
+        response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/colours.html",
+                        watermark_image_url=target.format(port=secret.port))
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error_code"] == "request_not_valid"
+    assert body["error_details"][0]["field"] == "watermark_image_url"
+    assert "not allowed" in body["error_message"]
