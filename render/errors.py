@@ -157,3 +157,8 @@ class ScriptTriggersRedirect(ServiceError):
 class StorageAccessDenied(ServiceError):
     code = "storage_access_denied"
     status = 400
+
+
+class TemporaryUnavailable(ServiceError):
+    code = "temporary_unavailable"
+    status = 503

@@ -165,3 +165,8 @@ def image_size(data: bytes) -> tuple[int, int]:
     """Pixel size of an encoded image, from its header only."""
     image = pyvips.Image.new_from_buffer(data, "")
     return image.width, image.height
+
+
+def to_png(data: bytes) -> bytes:
+    """Any image libvips reads, re-encoded as PNG (first frame or page)."""
+    return bytes(pyvips.Image.new_from_buffer(data, "").write_to_buffer(".png"))

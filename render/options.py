@@ -74,6 +74,7 @@ ASYNC_TIMEOUT_MAX = 300
 DELAY_SYNC_MAX = 30
 CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
+VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens"})
 _CSS_LENGTH = re.compile(r"^\s*\d+(\.\d+)?\s*(px|in|cm|mm)?\s*$", re.IGNORECASE)
 
 
@@ -98,7 +99,6 @@ NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
     (
         "cache", "cache_ttl", "cache_key",
         "async_", "webhook_url", "webhook_sign", "webhook_errors",
-        "vision_provider_api_key", "vision_prompt", "vision_max_tokens",
     ),
     "not supported by this server yet",
 )
@@ -382,6 +382,11 @@ class TakeOptions(BaseModel):
         for name in ("watermark", "watermark_image_url", "blur"):
             if getattr(self, name) and self.format not in IMAGE_FORMATS:
                 problems.append(ErrorDetail(name, f"applies to image formats, not {self.format}"))
+        if self.vision_provider_api_key is not None and self.format not in IMAGE_FORMATS:
+            problems.append(ErrorDetail("vision_provider_api_key", f"applies to image formats, not {self.format}"))
+        for name in ("vision_prompt", "vision_max_tokens"):
+            if getattr(self, name) is not None and self.vision_provider_api_key is None:
+                problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
         problems += self._unsupported_problems()
@@ -412,8 +417,9 @@ class TakeOptions(BaseModel):
         return {"markdown": "md", "jpeg": "jpg"}.get(self.format, self.format)
 
     def to_payload(self) -> dict[str, Any]:
-        """JSON-safe form for the queue: only what the caller set, so defaults stay the model's."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        """JSON-safe form for the queue: only what the caller set, so defaults stay the model's. Never the
+        vision key, as the queue lives in Redis: vision travels apart, sealed (`JobRequest.vision`)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=set(VISION_FIELDS))
 
 
 def _all_or_none(options: BaseModel, label: str, names: tuple[str, ...]) -> list[ErrorDetail]:

@@ -36,6 +36,8 @@ class JobRequest:
     reply_channel: str | None = None
     store_result: bool = False  # upload to storage (response_type=json) instead of returning bytes
     enqueued_at: float = 0.0  # UNIX seconds, for the queue-wait metric
+    # {"key": the caller's provider key sealed by render.vision.seal, "prompt": ..., "max_tokens": ...}
+    vision: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from render import imaging, vision
 from render.blocking import FilterLists
 from render.browser import BrowserSupervisor
 from render.capture import Environment, Output, capture, monotonic_deadline
@@ -141,6 +142,8 @@ class WorkerRuntime:
                        "blocked_requests": output.blocked_requests, "metadata": output.metadata})
             log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
                       self.last_acquire_seconds, result.rendering_seconds)
+            if job.vision is not None:
+                result.extra["vision"] = {"completion": self._ask_vision(job, output)}
             if output.content is not None:
                 body, extension, content_type = output.content
                 result.extra["content_key"] = self._put(
@@ -159,6 +162,19 @@ class WorkerRuntime:
         result.started_at, result.finished_at = started_at, time.time()
         self._publish(job, result)
         return result
+
+    def _ask_vision(self, job: JobRequest, output: Output) -> str:
+        """The provider's completion for the final image; the key is opened here, used once, dropped."""
+        assert job.vision is not None
+        image, media_type = output.body, vision.PROVIDER_FORMATS.get(output.format)
+        if media_type is None:
+            image, media_type = imaging.to_png(output.body), "image/png"
+        settings = self.settings
+        return vision.ask(
+            image, media_type, job.vision.get("prompt"), job.vision.get("max_tokens"),
+            api_key=vision.unseal(job.vision["key"], settings.job_secret, job.reference),
+            base_url=settings.vision_base_url, model=settings.vision_model, deadline=job.deadline,
+            timeout=settings.vision_timeout)
 
     def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
         key = object_key(job.organisation, job.reference, options.file_extension)

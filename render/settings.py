@@ -41,3 +41,12 @@ class RenderSettings(BaseSettings):
     deadline_grace_seconds: float = Field(
         5.0, ge=0, description="Extra time a job gets to clean up after its timeout before Chromium is "
         "restarted.")
+    vision_base_url: str = Field(
+        "https://api.openai.com/v1", description="OpenAI-compatible API that `vision_*` requests are sent to "
+        "(POST {base}/chat/completions).")
+    vision_model: str = Field("gpt-4o-mini", description="Model named in vision requests.")
+    vision_timeout: float = Field(60.0, gt=0, description="Seconds a vision request may take (within the "
+                                  "capture's timeout).")
+    job_secret: str = Field(
+        "", description="Secret shared by the API and the workers to pass callers' vision keys without "
+        "storing them (`run` generates one; set it when API and workers run separately).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -169,7 +170,9 @@ def run(settings: Settings) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    env = {**os.environ, "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_DATA_DIR": str(data_dir)}
+    env = {**os.environ, "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_DATA_DIR": str(data_dir),
+           # Kept in memory only: it lets the API hand callers' vision keys to the workers sealed.
+           "SCREENSHOT_JOB_SECRET": settings.render.job_secret or secrets.token_hex(32)}
     api: subprocess.Popen[bytes] | None = None
     workers: list[subprocess.Popen[bytes]] = []
     try:

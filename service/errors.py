@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from render.errors import ServiceError
+from render.errors import ServiceError, TemporaryUnavailable
+
+__all__ = ["TemporaryUnavailable"]
 
 
 class AccessKeyRequired(ServiceError):
@@ -38,8 +40,3 @@ class ConcurrencyLimitReached(ServiceError):
 class RequestBodyTooLarge(ServiceError):
     code = "request_body_too_large"
     status = 413
-
-
-class TemporaryUnavailable(ServiceError):
-    code = "temporary_unavailable"
-    status = 503

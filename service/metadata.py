@@ -1,5 +1,6 @@
 """The metadata of a capture as the client sees it: JSON body fields and response headers (spec's
-metadata table, DESIGN §4). Text that may be non-ASCII goes into headers percent-encoded (page title)
+metadata table, DESIGN §4) and the vision completion. Text that may be non-ASCII goes into headers
+percent-encoded (page title, vision completion)
 or as compact JSON with \\u escapes (open graph, icon, HTTP headers)."""
 
 from __future__ import annotations
@@ -64,4 +65,8 @@ def present(options: TakeOptions, result: JobResult, content: tuple[str, float] 
             headers["x-service-http-status-code"] = str(http["status_code"])
         if "headers" in http:
             headers["x-service-http-headers"] = compact_json(http["headers"])
+    if "vision" in result.extra:
+        completion = result.extra["vision"]["completion"]
+        body["vision"] = {"completion": completion}
+        headers["x-service-vision-completion"] = percent_encoded(completion)
     return body, headers

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import boto3
 import httpx
@@ -61,6 +63,9 @@ def redis_server(data_dir: Path) -> Iterator[str]:
         process.wait(10)
 
 
+JOB_SECRET = secrets.token_hex(32)  # what `run` generates; the API and workers of a test service share it
+
+
 def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict[str, str]:
     """Environment for service processes on this machine: private networks allowed (local sites)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
@@ -73,14 +78,16 @@ def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict
         "SCREENSHOT_RESOLVE_OVERRIDES": ",".join(
             f"{host}=127.0.0.1" for host in ["ad.doubleclick.net", "publisher.test", *TLS_HOSTS]),
         "SCREENSHOT_CA_CERTIFICATES": str(authority().ca_file),
+        "SCREENSHOT_JOB_SECRET": JOB_SECRET,
     })
     env.update(extra)
     return env
 
 
-def start(role: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`screenshot-service <role>` in its own session."""
-    return subprocess.Popen([sys.executable, "-m", "service.cli", role], env=env, cwd=ROOT, start_new_session=True)
+def start(role: str, env: dict[str, str], log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """`screenshot-service <role>` in its own session (its output to `log` when given)."""
+    return subprocess.Popen([sys.executable, "-m", "service.cli", role], env=env, cwd=ROOT, start_new_session=True,
+                            stdout=log, stderr=subprocess.STDOUT if log else None)
 
 
 def stop(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -105,11 +112,12 @@ class RunningService:
 
 
 @contextlib.contextmanager
-def running_service(redis_url: str, data_dir: Path, workers: int, **extra: str) -> Iterator[RunningService]:
-    """The API and `workers` render workers, ready to serve."""
+def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes] | None = None,
+                    **extra: str) -> Iterator[RunningService]:
+    """The API and `workers` render workers, ready to serve (their output to `log` when given)."""
     port = free_port()
     env = service_env(redis_url, data_dir, port, **extra)
-    processes = [start("worker", env) for _ in range(workers)] + [start("api", env)]
+    processes = [start("worker", env, log) for _ in range(workers)] + [start("api", env, log)]
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60, "the API and workers")

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from render import request_params
+from render import request_params, vision
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import JobRequest, JobResult
@@ -84,7 +84,8 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
         job = JobRequest(
             reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=options.response_type == "json", enqueued_at=time.time())
+            store_result=options.response_type == "json", enqueued_at=time.time(),
+            vision=vision_request(context, options, reference))
         result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                               job_timeout=int(options.timeout + grace))
         if result is not None and result.started_at:
@@ -100,6 +101,20 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
     finally:
         # Shielded: a client hanging up must not leave the slot held until it expires.
         await asyncio.shield(context.quota.settle(org, reference, success=success))
+
+
+def vision_request(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any] | None:
+    """What the worker needs to ask the vision provider, the caller's key sealed for this job."""
+    if options.vision_provider_api_key is None:
+        return None
+    secret = context.settings.render.job_secret
+    if not secret:
+        raise RequestNotValid(
+            "Vision is not available: this server's API and workers share no SCREENSHOT_JOB_SECRET, so the "
+            "key could not reach a worker without being stored. Ask the operator to set it.",
+            [ErrorDetail("vision_provider_api_key", "not accepted by this server")])
+    return {"key": vision.seal(options.vision_provider_api_key, secret, reference),
+            "prompt": options.vision_prompt, "max_tokens": options.vision_max_tokens}
 
 
 def success_headers(result: JobResult, reference: str, trace_id: str, options: TakeOptions) -> dict[str, str]:

@@ -1,0 +1,126 @@
+"""AI vision: the final image and the caller's prompt sent to an OpenAI-compatible chat-completions API.
+
+The caller's provider key must never be stored: RQ keeps job payloads in Redis, so the API seals
+the key (AES-GCM, a secret Redis never sees, bound to the job's reference) and only the worker
+that runs the job opens it, in memory, for the one call. Pure of Playwright: the API imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from typing import Any
+
+import httpx
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from render.errors import (
+    CaptureTimeout,
+    ErrorDetail,
+    NetworkError,
+    RequestNotValid,
+    ServiceError,
+    TemporaryUnavailable,
+)
+
+KEY_FIELD = "vision_provider_api_key"
+DEFAULT_PROMPT = "Describe this screenshot."
+# What chat-completions providers accept as image input; other formats are sent as PNG.
+PROVIDER_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "image/webp",
+                    "gif": "image/gif"}
+_NONCE_BYTES = 12
+
+
+def _cipher(secret: str) -> AESGCM:
+    return AESGCM(hashlib.sha256(b"screenshot-service vision key\0" + secret.encode()).digest())
+
+
+def seal(api_key: str, secret: str, reference: str) -> str:
+    """The key encrypted for the worker running job `reference` (and no other job)."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = _cipher(secret).encrypt(nonce, api_key.encode(), reference.encode())
+    return base64.urlsafe_b64encode(nonce + sealed).decode()
+
+
+def unseal(token: str, secret: str, reference: str) -> str:
+    """The caller's key back, or `request_not_valid` when this worker cannot open it."""
+    try:
+        raw = base64.urlsafe_b64decode(token.encode())
+        return _cipher(secret).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], reference.encode()).decode()
+    except (InvalidTag, ValueError):
+        raise RequestNotValid(
+            "The worker could not read the vision key of this job: the API and the workers must share "
+            "SCREENSHOT_JOB_SECRET (it changed, or the service restarted while the job waited). Send the "
+            "request again.", [ErrorDetail(KEY_FIELD, "could not be passed to the worker")]) from None
+
+
+def _provider_message(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+    except ValueError:
+        return response.text[:200]
+    if isinstance(error, dict):
+        return str(error.get("message", ""))[:300]
+    return str(error or "")[:300]
+
+
+def _provider_error(response: httpx.Response) -> ServiceError:
+    said = _provider_message(response)
+    said = f": {said}" if said else ""
+    status = response.status_code
+    if status in (401, 403):
+        return RequestNotValid(f"The vision provider refused the key (HTTP {status}){said}.",
+                               [ErrorDetail(KEY_FIELD, "refused by the vision provider")])
+    if status == 429:
+        return TemporaryUnavailable(f"The vision provider is rate-limiting this key (HTTP 429){said}; retry "
+                                    "later.")
+    if 400 <= status < 500:
+        return RequestNotValid(f"The vision provider refused the request (HTTP {status}){said}.",
+                               [ErrorDetail("vision_prompt", "refused by the vision provider")])
+    return NetworkError(f"The vision provider failed (HTTP {status}){said}; retry later.")
+
+
+def _completion(body: Any) -> str:
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise NetworkError("The vision provider answered without a completion (no choices[0].message.content)."
+                           ) from None
+    if isinstance(content, list):  # some providers answer with content parts
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def ask(image: bytes, media_type: str, prompt: str | None, max_tokens: int | None, *, api_key: str,
+        base_url: str, model: str, deadline: float, timeout: float) -> str:
+    """The provider's completion for this image, or a ServiceError the caller can act on."""
+    seconds = min(timeout, deadline - time.time())
+    if seconds <= 0:
+        raise CaptureTimeout("No time was left within timeout for the vision provider; raise timeout.")
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": prompt or DEFAULT_PROMPT},
+            {"type": "image_url", "image_url": {
+                "url": f"data:{media_type};base64,{base64.b64encode(image).decode()}"}},
+        ]}],
+    }
+    if max_tokens is not None:
+        payload["max_tokens"] = max_tokens
+    url = f"{base_url.rstrip('/')}/chat/completions"
+    try:
+        with httpx.Client(timeout=seconds, trust_env=False) as client:
+            response = client.post(url, json=payload, headers={"Authorization": f"Bearer {api_key}"})
+    except httpx.TimeoutException:
+        raise CaptureTimeout(f"The vision provider did not answer within {seconds:.0f} s.") from None
+    except httpx.HTTPError as error:
+        raise NetworkError(f"Could not reach the vision provider at {base_url} ({type(error).__name__}).") from None
+    if response.status_code >= 300:
+        raise _provider_error(response)
+    try:
+        return _completion(response.json())
+    except ValueError:
+        raise NetworkError("The vision provider answered with something that is not JSON.") from None

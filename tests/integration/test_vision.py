@@ -1,0 +1,165 @@
+"""AI vision against a local server speaking OpenAI's chat-completions protocol: the final image goes
+out, the completion comes back in JSON and header, provider errors map to clear errors (not charged),
+and the caller's key is found nowhere: not in Redis (job payloads included), not in any log line."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import httpx
+import pytest
+import redis
+
+from service.settings import default_workers
+from tests.conftest import Org
+from tests.receivers import VISION_KEYS, Receiver, vision_answer
+from tests.servers import RunningService, running_service
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+COMPLETION_HEADER = "x-service-vision-completion"
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Receiver]:
+    with Receiver(vision_answer) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def log_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("vision-logs") / "service.log"
+
+
+@pytest.fixture(scope="module")
+def isolated(redis_url: str, provider: Receiver, log_path: Path, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[RunningService]:
+    own_database = redis_url.rsplit("/", 1)[0] + "/5"
+    with log_path.open("wb") as log, running_service(
+            own_database, tmp_path_factory.mktemp("vision-service"), workers=default_workers(), log=log,
+            SCREENSHOT_VISION_BASE_URL=provider.url("/v1"), SCREENSHOT_VISION_MODEL="test-vision-1",
+            SCREENSHOT_LOG_LEVEL="DEBUG") as running:
+        yield running
+
+
+def take(http: httpx.Client, org: Org, site: Site, **params: str) -> httpx.Response:
+    return http.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": site.url("/colours.html"), "viewport_width": "200",
+        "viewport_height": "100", **params})
+
+
+def used(http: httpx.Client, org: Org) -> int:
+    return int(http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def test_the_final_image_is_described_in_the_header(isolated_http: httpx.Client, isolated_org: Org,
+                                                    site: Site) -> None:
+    response = take(isolated_http, isolated_org, site, vision_provider_api_key="sk-test-good",
+                    vision_prompt="What colour is the middle?", vision_max_tokens="50")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/png"
+    completion = unquote(response.headers[COMPLETION_HEADER])
+    # The bottom half of /colours.html is blue: the centre pixel of the 200x100 shot.
+    assert completion == ("Vu: image/png 200×100, centre [0, 0, 255], prompt «What colour is the middle?», "
+                          "max_tokens 50, model test-vision-1")
+    assert used(isolated_http, isolated_org) == 1
+
+
+def test_json_carries_the_completion_of_the_resized_image(isolated_http: httpx.Client, isolated_org: Org,
+                                                          site: Site) -> None:
+    response = take(isolated_http, isolated_org, site, vision_provider_api_key="sk-test-good",
+                    response_type="json", image_width="100", format="avif")
+    assert response.status_code == 200, response.text
+    completion = response.json()["vision"]["completion"]
+    # AVIF is not a format providers take: the same pixels go as PNG; the default prompt is used.
+    assert completion.startswith("Vu: image/png 100×50, centre [")
+    assert "prompt «Describe this screenshot.», max_tokens None" in completion
+    assert unquote(response.headers[COMPLETION_HEADER]) == completion
+
+
+@pytest.mark.parametrize(("key", "status", "code", "field"), [
+    ("sk-test-revoked", 400, "request_not_valid", "vision_provider_api_key"),
+    ("sk-test-bad-request", 400, "request_not_valid", "vision_prompt"),
+    ("sk-test-limited", 503, "temporary_unavailable", None),
+    ("sk-test-broken", 500, "network_error", None),
+])
+def test_provider_errors_are_clear_and_not_charged(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                                   key: str, status: int, code: str, field: str | None) -> None:
+    response = take(isolated_http, isolated_org, site, vision_provider_api_key=key)
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error_code"] == code
+    assert f"HTTP {VISION_KEYS[key]}" in body["error_message"]
+    assert f"test provider says {VISION_KEYS[key]}" in body["error_message"]
+    assert key not in response.text
+    if field is not None:
+        assert [d["field"] for d in body["error_details"]] == [field]
+    assert used(isolated_http, isolated_org) == 0
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"vision_prompt": "hello"}, "vision_prompt"),
+    ({"vision_max_tokens": "20"}, "vision_max_tokens"),
+    ({"vision_provider_api_key": "sk-test-good", "format": "pdf"}, "vision_provider_api_key"),
+    ({"vision_provider_api_key": "sk-test-good", "vision_max_tokens": "0"}, "vision_max_tokens"),
+])
+def test_bad_vision_parameters_name_the_field(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                              params: dict[str, str], field: str) -> None:
+    response = take(isolated_http, isolated_org, site, **params)
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "request_not_valid"
+    assert field in [d["field"] for d in response.json()["error_details"]]
+
+
+def everything_in(connection: redis.Redis) -> bytes:
+    """Every key and value of the database, RQ's zlib-compressed job payloads decompressed."""
+    dump: list[bytes] = []
+    for key in connection.scan_iter(count=1000):
+        kind = connection.type(key).decode()
+        values: list[bytes] = []
+        if kind == "string":
+            values = [connection.get(key) or b""]
+        elif kind == "hash":
+            values = [part for pair in connection.hgetall(key).items() for part in pair]
+        elif kind == "list":
+            values = connection.lrange(key, 0, -1)
+        elif kind == "set":
+            values = list(connection.smembers(key))
+        elif kind == "zset":
+            values = [member for member, _ in connection.zrange(key, 0, -1, withscores=True)]
+        elif kind == "stream":
+            values = [part for _, entry in connection.xrange(key) for pair in entry.items() for part in pair]
+        for value in values:
+            dump.append(value)
+            try:
+                dump.append(zlib.decompress(value))
+            except zlib.error:
+                pass
+        dump.append(key)
+    return b"\n".join(dump)
+
+
+def test_the_key_is_never_stored_nor_logged(isolated: RunningService, isolated_http: httpx.Client,
+                                            isolated_org: Org, site: Site, log_path: Path) -> None:
+    secret_key = "sk-test-good"
+    response = take(isolated_http, isolated_org, site, vision_provider_api_key=secret_key,
+                    vision_prompt="prompt-marker-7f3a", response_type="json")
+    assert response.status_code == 200, response.text
+    stored = everything_in(redis.Redis.from_url(isolated.redis_url))
+    # The scan sees the job's payload (its prompt is there) but no key, revoked, good or otherwise.
+    assert b"prompt-marker-7f3a" in stored
+    assert response.headers["x-service-reference"].encode() in stored
+    for key in VISION_KEYS:
+        assert key.encode() not in stored, f"{key} found in Redis"
+    log = log_path.read_bytes()
+    assert response.headers["x-service-reference"].encode() in log  # the worker logged this job at DEBUG
+    for key in VISION_KEYS:
+        assert key.encode() not in log, f"{key} found in the service's log"
+    stored_files = [p for p in isolated.data_dir.rglob("*") if p.is_file()]
+    assert stored_files, "nothing stored: the json result should be"
+    for path in stored_files:
+        assert secret_key.encode() not in path.read_bytes(), path

@@ -1,0 +1,53 @@
+"""The vision key's sealing, and the provider call's failures that need no browser."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from render import vision
+from render.errors import CaptureTimeout, NetworkError, RequestNotValid
+from tests.receivers import Received, Receiver
+from tests.servers import free_port
+
+
+def test_a_sealed_key_opens_only_for_its_job_and_secret() -> None:
+    token = vision.seal("sk-live-123", "secret-a", "job-1")
+    assert "sk-live-123" not in token
+    assert vision.unseal(token, "secret-a", "job-1") == "sk-live-123"
+    for secret, reference in (("secret-b", "job-1"), ("secret-a", "job-2")):
+        with pytest.raises(RequestNotValid) as caught:
+            vision.unseal(token, secret, reference)
+        assert caught.value.details[0].field == "vision_provider_api_key"
+        assert "SCREENSHOT_JOB_SECRET" in caught.value.message
+
+
+def ask(base_url: str, timeout: float = 5) -> str:
+    return vision.ask(b"\x89PNG", "image/png", None, None, api_key="k", base_url=base_url, model="m",
+                      deadline=time.time() + 30, timeout=timeout)
+
+
+def test_an_unreachable_provider_is_a_network_error() -> None:
+    with pytest.raises(NetworkError) as caught:
+        ask(f"http://127.0.0.1:{free_port()}/v1")
+    assert "vision provider" in caught.value.message
+
+
+def test_a_provider_that_hangs_is_cut_at_the_timeout() -> None:
+    def hang(received: Received) -> tuple[int, dict[str, str], bytes]:
+        time.sleep(3)
+        return 200, {}, b"{}"
+
+    with Receiver(hang) as provider, pytest.raises(CaptureTimeout):
+        ask(provider.url("/v1"), timeout=0.5)
+
+
+def test_content_parts_and_malformed_answers() -> None:
+    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]}}]}
+    with Receiver(lambda r: (200, {}, json.dumps(parts).encode())) as provider:
+        assert ask(provider.url("/v1")) == "a b"
+        assert provider.requests[0].path == "/v1/chat/completions"
+    with Receiver(lambda r: (200, {}, b'{"choices": []}')) as provider, pytest.raises(NetworkError):
+        ask(provider.url("/v1"))
