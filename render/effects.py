@@ -11,7 +11,7 @@ import httpx
 import pyvips
 from playwright.async_api import Page
 
-from render.egress import EgressProxy
+from render.egress import REFUSED_HEADER, EgressProxy
 from render.errors import ErrorDetail, RequestNotValid
 from render.imaging import Step
 from render.options import TakeOptions
@@ -147,7 +147,7 @@ async def fetch_watermark(url: str, egress: EgressProxy | None) -> bytes:
         async with httpx.AsyncClient(proxy=egress.url if egress else None, timeout=WATERMARK_TIMEOUT_SECONDS,
                                      follow_redirects=True, max_redirects=5, trust_env=False) as client:
             async with client.stream("GET", url) as response:
-                if response.headers.get("x-screenshot-egress"):
+                if response.headers.get(REFUSED_HEADER):
                     reason = (await response.aread()).decode(errors="replace")
                     raise RequestNotValid(f"{field}: {reason}.", [ErrorDetail(field, "address not allowed")])
                 if response.status_code != 200:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from render.protocol import JobRequest
+from render.protocol import JobRequest, mark_job
 from render.runtime import WorkerRuntime
 
 _runtime: WorkerRuntime | None = None
@@ -16,9 +16,18 @@ def install(runtime: WorkerRuntime) -> None:
     _runtime = runtime
 
 
-def capture(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run one capture job; the result goes to Redis, RQ only keeps a short summary."""
+def runtime() -> WorkerRuntime:
+    """This worker process's runtime."""
     if _runtime is None:
-        raise RuntimeError("render.jobs.capture runs only inside `screenshot-service worker`")
-    result = _runtime.handle(JobRequest.from_json(payload))
+        raise RuntimeError("capture jobs run only inside `screenshot-service worker`")
+    return _runtime
+
+
+def capture(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run one capture job whose caller waits; the result goes to Redis, RQ only keeps a short summary."""
+    worker = runtime()
+    job = JobRequest.from_json(payload)
+    if worker.redis is not None:
+        mark_job(worker.redis, job.reference, status="rendering")
+    result = worker.handle(job)
     return {"ok": result.ok, "error_code": (result.error or {}).get("error_code")}

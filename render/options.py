@@ -92,16 +92,6 @@ def param(default: Any, group: str, description: str, shown_default: str | None 
     return Field(default, description=description, json_schema_extra=extra, **constraints)
 
 
-# Parameters whose feature this server does not implement yet. Setting one to anything but its
-# default is refused with `request_not_valid` naming it, never silently ignored. Each capability
-# issue removes its entries when the feature lands.
-NOT_YET_SUPPORTED: dict[str, str] = dict.fromkeys(
-    (
-        "cache", "cache_ttl", "cache_key",
-        "async_", "webhook_url", "webhook_sign", "webhook_errors",
-    ),
-    "not supported by this server yet",
-)
 
 
 class TakeOptions(BaseModel):
@@ -311,7 +301,7 @@ class TakeOptions(BaseModel):
     blur: StrList = param([], "Effects", "Selectors of elements pixelated and blurred in the output image "
                           "(in pixels, so no page style can undo it).")
 
-    @field_validator("url", "watermark_image_url")
+    @field_validator("url", "watermark_image_url", "webhook_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is None:
@@ -389,16 +379,7 @@ class TakeOptions(BaseModel):
                 problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
-        problems += self._unsupported_problems()
         return problems
-
-    def _unsupported_problems(self) -> list[ErrorDetail]:
-        fields = type(self).model_fields
-        return [
-            ErrorDetail(fields[name].alias or name, NOT_YET_SUPPORTED[name])
-            for name in sorted(self.model_fields_set & NOT_YET_SUPPORTED.keys())
-            if getattr(self, name) != fields[name].default
-        ]
 
     # --- derived values used by the renderer ---------------------------------------------------
 

@@ -11,12 +11,30 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
+import redis
 from redis.typing import EncodableT, FieldT
 
 QUEUE_NAME = "render"
 JOB_FUNCTION = "render.jobs.capture"
 RESULT_TTL_SECONDS = 300
 WORKERS_SEEN_KEY = "workers:seen"
+
+
+JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
+ASYNC_JOB_FUNCTION = "service.jobs.capture_async"
+
+
+def job_key(reference: str) -> str:
+    """Redis hash of a job's state for GET /jobs/{reference}: organisation, status, error, storage_key."""
+    return f"job:{reference}"
+
+
+def mark_job(connection: redis.Redis, reference: str, **fields: str) -> None:
+    """Update a job's record (sync; workers)."""
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
+        pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+        pipe.execute()
 
 
 def result_key(reference: str) -> str:
@@ -38,6 +56,10 @@ class JobRequest:
     enqueued_at: float = 0.0  # UNIX seconds, for the queue-wait metric
     # {"key": the caller's provider key sealed by render.vision.seal, "prompt": ..., "max_tokens": ...}
     vision: dict[str, Any] | None = None
+    store_key: str | None = None  # store the output under this key (the cache's), instead of the default
+    keep_body: bool = False  # return the bytes even though they were stored
+    async_: bool = False  # nobody waits: the deadline starts when a worker picks the job up
+    timeout: float = 0.0  # the capture's timeout, for async jobs
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from render.devices import DEVICES
-from render.options import NOT_YET_SUPPORTED, TakeOptions
+from render.options import TakeOptions
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -48,12 +48,11 @@ def parameters_markdown() -> str:
         alias = field.alias or name
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         group = str(extra.get("group", "Other"))
-        note = " *(not built yet: refused)*" if name in NOT_YET_SUPPORTED else ""
         description = (field.description or "").replace("|", "\\|")
         shown = extra.get("shown_default")
         default = str(shown) if shown is not None else _default(field.default)
         groups.setdefault(group, []).append(
-            f"| `{alias}` | {_type(properties[alias])} | {default} | {description}{note} |")
+            f"| `{alias}` | {_type(properties[alias])} | {default} | {description} |")
     lines = [
         "# /take parameters",
         "",

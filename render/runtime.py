@@ -148,7 +148,7 @@ class WorkerRuntime:
                 body, extension, content_type = output.content
                 result.extra["content_key"] = self._put(
                     object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
-            if job.store_result:
+            if job.store_result or job.store_key:
                 self._store(job, options, result)
         except ServiceError as error:
             if error.report:
@@ -177,9 +177,10 @@ class WorkerRuntime:
             timeout=settings.vision_timeout)
 
     def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
-        key = object_key(job.organisation, job.reference, options.file_extension)
+        key = job.store_key or object_key(job.organisation, job.reference, options.file_extension)
         result.storage_key = self._put(key, result.body, result.content_type)
-        result.body = b""
+        if not job.keep_body:
+            result.body = b""
 
     def _put(self, key: str, body: bytes, content_type: str) -> str:
         try:

@@ -16,12 +16,16 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from render.errors import InternalError, ServiceError
+from render.network_policy import NetworkPolicy
+from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
 from service.errors import RequestBodyTooLarge
+from service.jobs import JobRecords
 from service.metrics import Metrics
 from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
+from service.results import Links
 from service.routes import account, capture, operations
 from service.settings import Settings
 from storage import StorageError, open_storage
@@ -102,10 +106,14 @@ def create_app(settings: Settings) -> FastAPI:
                 storage = open_storage(settings.storage)
             except StorageError as error:
                 raise SystemExit(f"storage: {error}") from None
+            url_secret = await _url_secret(settings, connection)
             context = AppContext(
                 settings=settings, redis=connection, organisations=OrganisationStore(connection),
                 quota=QuotaKeeper(connection), dispatcher=dispatcher, storage=storage,
-                url_secret=await _url_secret(settings, connection), metrics=Metrics())
+                url_secret=url_secret, metrics=Metrics(),
+                links=Links(storage, settings.service.base_url, url_secret, settings.storage.result_url_ttl),
+                cache=Cache(connection), records=JobRecords(connection),
+                policy=NetworkPolicy.from_settings(settings.render))
             await _bootstrap_organisation(context)
             app.state.context = context
             yield

@@ -1,4 +1,4 @@
-"""The `screenshot-service` command: run, api, worker, keys, take."""
+"""The `screenshot-service` command: run, api, worker, webhooks, keys, take."""
 
 from __future__ import annotations
 
@@ -61,6 +61,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise SystemExit("error: `worker` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
     _configure_logging(settings)
     run_worker(settings.service.redis_url, settings.render, settings.storage, burst=args.burst)
+    return 0
+
+
+def cmd_webhooks(args: argparse.Namespace) -> int:
+    from service.webhooks import run_deliverer
+
+    settings = _settings()
+    if not settings.service.redis_url:
+        raise SystemExit("error: `webhooks` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
+    _configure_logging(settings)
+    run_deliverer(settings, burst=args.burst)
     return 0
 
 
@@ -185,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("api", help="the HTTP API only (needs SCREENSHOT_REDIS_URL)")
     worker = commands.add_parser("worker", help="one render worker (needs SCREENSHOT_REDIS_URL)")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    webhooks = commands.add_parser("webhooks", help="the webhook deliverer, with the retry scheduler (needs "
+                                   "SCREENSHOT_REDIS_URL)")
+    webhooks.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     keys = commands.add_parser("keys", help="manage organisations and their keys")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_commands.add_parser("create", help="a new organisation with fresh keys")
@@ -211,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "take":
         sys.exit(cmd_take(args, extra))
-    handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "keys": cmd_keys}
+    handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
+                "keys": cmd_keys}
     sys.exit(handlers[args.command](args))
 
 

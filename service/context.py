@@ -6,10 +6,14 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from render.network_policy import NetworkPolicy
+from service.cache import Cache
 from service.dispatch import Dispatcher
+from service.jobs import JobRecords
 from service.metrics import Metrics
 from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
+from service.results import Links
 from service.settings import Settings
 from storage import Storage
 
@@ -26,3 +30,7 @@ class AppContext:
     storage: Storage
     url_secret: bytes
     metrics: Metrics
+    links: Links
+    cache: Cache
+    records: JobRecords
+    policy: NetworkPolicy  # for webhook_url when a request comes in

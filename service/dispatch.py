@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from functools import partial
+from typing import Any
 
 import anyio
 import redis
@@ -32,6 +33,7 @@ class Dispatcher:
     def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int) -> None:
         self._redis = async_redis
         self._queue = Queue(QUEUE_NAME, connection=sync_redis, serializer=JSONSerializer)
+        self.sync_redis = sync_redis
         self._max_queue = max_queue
         self.reply_channel = f"results:{uuid.uuid4().hex}"
         self._waiters: dict[str, asyncio.Future[None]] = {}
@@ -71,12 +73,23 @@ class Dispatcher:
     async def queue_depth(self) -> int:
         return int(await self._redis.llen(self._queue.key))
 
-    async def run(self, job: JobRequest, wait_seconds: float, job_timeout: int) -> JobResult | None:
-        """Enqueue and wait; None when no result came within `wait_seconds`."""
+    async def _check_room(self) -> None:
         if await self.queue_depth() >= self._max_queue:
             raise TemporaryUnavailable(
                 f"All workers are busy and {self._max_queue} requests are already waiting (setting "
                 "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
+
+    async def submit(self, job: JobRequest, *, function: str, args: tuple[Any, ...], job_timeout: int,
+                     ttl: int | None) -> None:
+        """Enqueue without waiting (async jobs); `ttl`: seconds it may wait in the queue (None: forever)."""
+        await self._check_room()
+        await anyio.to_thread.run_sync(partial(
+            self._queue.enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
+            ttl=ttl, result_ttl=60, failure_ttl=3600))
+
+    async def run(self, job: JobRequest, wait_seconds: float, job_timeout: int) -> JobResult | None:
+        """Enqueue and wait; None when no result came within `wait_seconds`."""
+        await self._check_room()
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:

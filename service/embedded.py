@@ -1,9 +1,9 @@
 """`screenshot-service run`: the whole service on one machine, started and stopped as one.
 
 A private redis-server (Unix socket only, AOF on, data under SCREENSHOT_DATA_DIR/redis) unless
-SCREENSHOT_REDIS_URL is set, the API and SCREENSHOT_WORKERS render workers as child processes
-(each in its own session, so a terminal's Ctrl-C reaches only this supervisor, which then stops
-them in order: API, workers, Redis). Workers that die are restarted.
+SCREENSHOT_REDIS_URL is set, the API, SCREENSHOT_WORKERS render workers and the webhook deliverer as
+child processes (each in its own session, so a terminal's Ctrl-C reaches only this supervisor, which
+then stops them in order: API, workers, Redis). Workers and the deliverer are restarted if they die.
 """
 
 from __future__ import annotations
@@ -178,7 +178,8 @@ def run(settings: Settings) -> int:
     try:
         key = asyncio.run(_ensure_default_key(redis_url, settings))
         print(f"Starting {service.workers} render worker(s) and the API ...", flush=True)
-        workers = [_child("worker", env) for _ in range(service.workers)]
+        workers = [_child("worker", env) for _ in range(service.workers)] + [_child("webhooks", env)]
+        roles = ["worker"] * service.workers + ["webhooks"]
         api = _child("api", env)
         url = service.base_url
         if not _wait_ready(url, api, timeout=60):
@@ -197,8 +198,8 @@ def run(settings: Settings) -> int:
                 return 1
             for index, worker in enumerate(workers):
                 if worker.poll() is not None:
-                    print(f"worker exited with {worker.returncode}; restarting it", file=sys.stderr)
-                    workers[index] = _child("worker", env)
+                    print(f"{roles[index]} exited with {worker.returncode}; restarting it", file=sys.stderr)
+                    workers[index] = _child(roles[index], env)
             time.sleep(0.2)
         print("Stopping ...", flush=True)
         return 0

@@ -40,3 +40,10 @@ class ConcurrencyLimitReached(ServiceError):
 class RequestBodyTooLarge(ServiceError):
     code = "request_body_too_large"
     status = 413
+
+
+class JobNotFound(ServiceError):
+    """GET /jobs/{reference} for a job this organisation does not have (the spec has no not-found code)."""
+
+    code = "request_not_valid"
+    status = 404

@@ -12,6 +12,7 @@ import string
 import time
 from dataclasses import dataclass
 
+import redis
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
@@ -41,6 +42,12 @@ def new_key() -> str:
     option) and never needs quoting or escaping in a shell, a URL or a header.
     """
     return "".join(secrets.choice(KEY_ALPHABET) for _ in range(32))
+
+
+def signing_key_of(connection: redis.Redis, org_id: str) -> str | None:
+    """An organisation's signing key, for synchronous callers (the webhook deliverer)."""
+    value = connection.hget(_org_key(org_id), "signing_key")
+    return text(value) if value else None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import redis
 import redis.asyncio as aioredis
 
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
@@ -66,6 +67,14 @@ class Usage:
             "concurrency": {"limit": self.concurrency_limit, "remaining": self.concurrency_remaining,
                             "reset": self.concurrency_reset},
         }
+
+
+def settle_now(connection: redis.Redis, org_id: str, job_id: str, *, success: bool) -> bool:
+    """`QuotaKeeper.settle` for synchronous callers: a worker finishing a job nobody waits for."""
+    now = time.time()
+    charged = connection.register_script(_SETTLE)(
+        keys=[_slots_key(org_id), _usage_key(org_id, now)], args=[job_id, int(success), USAGE_KEEP_SECONDS])
+    return bool(charged)
 
 
 class QuotaKeeper:

@@ -48,6 +48,12 @@ class ServiceSettings(BaseSettings):
     url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
                                            "(default: generated once and kept in Redis).")
 
+    webhook_timeout: float = Field(10.0, gt=0, description="Seconds a webhook receiver has to answer an attempt.")
+    webhook_retry_schedule: str = Field(
+        "60,300,1800,7200,43200", pattern=r"^\s*\d+(\s*,\s*\d+)*\s*$",
+        description="Seconds before each retry of an undelivered webhook (comma-separated).")
+    bulk_max_requests: int = Field(20, ge=1, le=1000, description="Most requests in one /bulk call.")
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:

@@ -114,10 +114,12 @@ class RunningService:
 @contextlib.contextmanager
 def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes] | None = None,
                     **extra: str) -> Iterator[RunningService]:
-    """The API and `workers` render workers, ready to serve (their output to `log` when given)."""
+    """The API, `workers` render workers and the webhook deliverer, ready to serve (their output to
+    `log` when given)."""
     port = free_port()
     env = service_env(redis_url, data_dir, port, **extra)
-    processes = [start("worker", env, log) for _ in range(workers)] + [start("api", env, log)]
+    processes = [start("worker", env, log) for _ in range(workers)] + [start("webhooks", env, log),
+                                                                       start("api", env, log)]
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60, "the API and workers")

@@ -1,29 +1,36 @@
-"""`/take` (and the not yet built `/animate` and `/bulk`)."""
+"""`/take` (synchronous, cached, async and webhook captures), job status, and the not yet built `/animate`."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
+from functools import partial
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from render import request_params, vision
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
-from render.protocol import JobRequest, JobResult
-from service import metadata
+from render.protocol import ASYNC_JOB_FUNCTION, JobRequest, JobResult
+from service import cache, jobs, webhooks
 from service.auth import authenticate
 from service.context import AppContext
+from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import RawParams, collect, list_fields, parse_body
-from storage.local import sign_file_url
+from service.results import Presented, present_success
+from storage import StorageError
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
 SLOT_MARGIN_SECONDS = 5
+# An async job may wait in the queue: its slot is held that much longer before it can expire.
+ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
 
 _TAKE_DOC = {
     "parameters": [
@@ -61,21 +68,122 @@ async def take_post(request: Request) -> Response:
 async def take(request: Request) -> Response:
     context: AppContext = request.app.state.context
     started = time.monotonic()
+    trace_id = request.state.trace_id
     params = await read_params(request, TAKE_ARRAYS)
     org = await authenticate(params, context.organisations)
     options = parse_take_options(params.values)
     request_params.check(options)
+    if options.webhook_url is not None:
+        await webhooks.check_target(options.webhook_url, context.policy)
+    if options.cache:
+        return await take_cached(context, org, options, trace_id)
     reference = new_reference()
-    result = await run_capture(context, org, options, reference, request.state.trace_id)
+    if options.async_:
+        await start_async(context, org, options, reference, trace_id)
+        headers = {"x-service-reference": reference, "x-service-trace-id": trace_id}
+        if options.external_identifier is not None:
+            headers["x-service-external-identifier"] = options.external_identifier
+        return JSONResponse({"is_successful": True, "reference": reference}, status_code=202, headers=headers)
+    result = await run_capture(context, org, options, reference, trace_id,
+                               store=options.response_type == "json" or options.webhook_url is not None)
     context.metrics.request_seconds.observe(time.monotonic() - started)
     context.metrics.render_seconds.observe(result.rendering_seconds)
     if result.extra.get("blocked_requests"):
         context.metrics.blocked_requests.labels("private_network").inc(result.extra["blocked_requests"])
-    return capture_response(context, options, result, reference, request.state.trace_id)
+    if options.webhook_url is not None:
+        await enqueue_webhook(context, org, options, reference, trace_id, result)
+    return respond(present_success(options, result, reference, trace_id, context.links))
+
+
+def respond(presented: Presented) -> Response:
+    return Response(content=presented.body, status_code=presented.status, media_type=presented.media_type,
+                    headers=presented.headers)
+
+
+def webhook_settings(options: TakeOptions) -> dict[str, Any] | None:
+    if options.webhook_url is None:
+        return None
+    return {"url": options.webhook_url, "sign": options.webhook_sign, "errors": options.webhook_errors}
+
+
+async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
+                          trace_id: str, result: JobResult) -> None:
+    """A synchronous capture with webhook_url: the receiver gets what the caller got."""
+    webhook = webhook_settings(options)
+    assert webhook is not None
+    job = JobRequest(reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
+                     deadline=0)
+    delivery = jobs.webhook_delivery(job, result, webhook)
+    if delivery is not None:
+        service = context.settings.service
+        await anyio.to_thread.run_sync(partial(
+            webhooks.enqueue, context.dispatcher.sync_redis, delivery,
+            webhooks.schedule_of(service.webhook_retry_schedule), service.webhook_timeout))
+
+
+async def start_async(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
+                      trace_id: str) -> None:
+    """Reserve a slot and queue the job; the worker finishes it (quota, record, webhook)."""
+    grace = context.settings.service.result_wait_grace
+    await context.quota.reserve(org, reference, options.timeout + grace + ASYNC_QUEUE_ALLOWANCE_SECONDS)
+    try:
+        job = JobRequest(
+            reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
+            deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
+            vision=vision_request(context, options, reference))
+        await context.records.queued(reference, org.id)
+        await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),
+                                        webhook_settings(options)), job_timeout=int(options.timeout + grace),
+                                        ttl=None)
+    except BaseException:
+        await asyncio.shield(context.quota.settle(org, reference, success=False))
+        raise
+
+
+async def take_cached(context: AppContext, org: Organisation, options: TakeOptions, trace_id: str) -> Response:
+    """Serve a live entry, or render once (however many identical requests arrive) and keep it."""
+    digest = cache.cache_key(org.id, options)
+    hit = await cached_result(context, options, digest)
+    if hit is None:
+        reference = new_reference()
+        wait = options.timeout + context.settings.service.result_wait_grace
+        async with context.cache.single_flight(digest, reference, wait) as leader:
+            if not leader:
+                hit = await cached_result(context, options, digest)
+            if hit is None:
+                result = await run_capture(context, org, options, reference, trace_id,
+                                           store_key=cache.object_key(org.id, digest, options),
+                                           keep_body=options.response_type == "by_format")
+                await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL)
+                cache_url = context.links.url(result.storage_key or "")[0]
+                return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
+    result, reference = hit
+    cache_url = context.links.url(result.storage_key or "")[0]
+    return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
+
+
+async def cached_result(context: AppContext, options: TakeOptions, digest: str) -> tuple[JobResult, str] | None:
+    """A live entry whose object is still stored, with its bytes when the caller wants them."""
+    hit = await context.cache.get(digest)
+    if hit is None or not hit[0].storage_key:
+        return None
+    result, reference = hit
+    key = result.storage_key
+    assert key is not None
+    try:
+        if await anyio.to_thread.run_sync(context.storage.stat, key) is None:
+            return None
+        if options.response_type == "by_format":
+            result.body = await anyio.to_thread.run_sync(lambda: b"".join(context.storage.open(key)))
+    except StorageError:
+        return None
+    result.rendering_seconds = 0.0  # nothing was rendered for this answer
+    return result, reference
 
 
 async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
-                      trace_id: str) -> JobResult:
+                      trace_id: str, *, store: bool = False, store_key: str | None = None,
+                      keep_body: bool = False) -> JobResult:
     """Reserve a slot, run the job on a worker, settle the quota; raise the job's error if it failed."""
     grace = context.settings.service.result_wait_grace
     await context.quota.reserve(org, reference, options.timeout + grace + SLOT_MARGIN_SECONDS)
@@ -84,17 +192,22 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
         job = JobRequest(
             reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=options.response_type == "json", enqueued_at=time.time(),
+            store_result=store, enqueued_at=time.time(), store_key=store_key,
+            keep_body=keep_body or (store and options.response_type == "by_format"),
             vision=vision_request(context, options, reference))
+        await context.records.queued(reference, org.id)
         result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                               job_timeout=int(options.timeout + grace))
         if result is not None and result.started_at:
             context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:
-            raise CaptureTimeout(
+            result = JobResult(reference, ok=False, error=CaptureTimeout(
                 f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
-                "overloaded: retry, or raise timeout.")
+                "overloaded: retry, or raise timeout.").to_payload())
+        await context.records.finished(reference, result)
         if not result.ok:
+            if options.webhook_url is not None:
+                await enqueue_webhook(context, org, options, reference, trace_id, result)
             raise ServiceError.from_payload(result.error or {})
         success = True
         return result
@@ -117,50 +230,26 @@ def vision_request(context: AppContext, options: TakeOptions, reference: str) ->
             "prompt": options.vision_prompt, "max_tokens": options.vision_max_tokens}
 
 
-def success_headers(result: JobResult, reference: str, trace_id: str, options: TakeOptions) -> dict[str, str]:
-    """The headers every successful capture carries (DESIGN §4)."""
-    headers = {
-        "x-service-rendering-seconds": f"{result.rendering_seconds:.3f}",
-        "x-service-size-bytes": str(result.size_bytes),
-        "x-service-reference": reference,
-        "x-service-trace-id": trace_id,
-    }
-    if options.external_identifier is not None:
-        headers["x-service-external-identifier"] = options.external_identifier
-    return headers
-
-
-def result_url(context: AppContext, key: str) -> tuple[str, float]:
-    """A time-limited URL for a stored object (the backend's own, or one signed for /files) and the
-    UNIX time it expires."""
-    ttl = context.settings.storage.result_url_ttl
-    expires = int(time.time()) + ttl
-    url = context.storage.client_url(key, ttl)
-    if url is not None:
-        return url, expires
-    return sign_file_url(context.settings.service.base_url, context.url_secret, key, expires), expires
-
-
-def capture_response(context: AppContext, options: TakeOptions, result: JobResult, reference: str,
-                     trace_id: str) -> Response:
-    """by_format: the bytes; json: the DESIGN §4 body; empty: status and headers only. Metadata headers
-    go with all three."""
-    content_key = result.extra.get("content_key")
-    fields, metadata_headers = metadata.present(options, result,
-                                                result_url(context, content_key) if content_key else None)
-    headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
-    if options.response_type == "by_format":
-        return Response(content=result.body, media_type=result.content_type, headers=headers)
-    if options.response_type == "empty":
-        return Response(status_code=200, headers=headers)
-    body: dict[str, Any] = {
-        "is_successful": True,
-        "screenshot_url": result_url(context, result.storage_key)[0] if result.storage_key else None,
-        "format": options.format,
-        "size_bytes": result.size_bytes,
-        **fields,
-    }
-    return JSONResponse(body, headers=headers)
+@router.get("/jobs/{reference}", summary="State of a job (beyond the spec): queued, rendering, done, failed")
+async def job_status(request: Request, reference: str) -> Response:
+    context: AppContext = request.app.state.context
+    params = collect(method="GET", raw_query=request.url.query, body={},
+                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
+    org = await authenticate(params, context.organisations)
+    record = await context.records.get(reference)
+    if record.get("organisation") != org.id:
+        raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept 7 days).",
+                          [ErrorDetail("reference", "unknown")])
+    body: dict[str, Any] = {"is_successful": True, "reference": reference, "status": record.get("status")}
+    if record.get("status") == "failed" and record.get("error"):
+        error = json.loads(record["error"])
+        body["error_code"] = error.get("error_code")
+        body["error_message"] = error.get("error_message")
+    if record.get("status") == "done" and record.get("storage_key"):
+        body["screenshot_url"] = context.links.url(record["storage_key"])[0]
+    if "webhook" in record:
+        body["webhook"] = {"status": record["webhook"], "attempts": int(record.get("webhook_attempts", 0))}
+    return JSONResponse(body)
 
 
 def _not_built(route: str, issue: str) -> RequestNotValid:

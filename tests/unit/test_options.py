@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from render.errors import RequestNotValid
-from render.options import NOT_YET_SUPPORTED, TakeOptions, parse_take_options
+from render.options import TakeOptions, parse_take_options
 
 URL = "https://example.com/"
 
@@ -95,34 +95,8 @@ def test_every_violation_is_reported_at_once() -> None:
 
 
 def test_async_allows_long_timeouts_and_delays() -> None:
-    with pytest.raises(RequestNotValid) as caught:
-        parse_take_options({"url": URL, "async": "true", "timeout": "300", "delay": "60"})
-    # Accepted by the rules above; refused only because async is not built yet.
-    assert [d.field for d in caught.value.details] == ["async"]
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET_SUPPORTED))
-def test_unbuilt_parameters_are_refused_not_ignored(name: str) -> None:
-    field = TakeOptions.model_fields[name]
-    alias = field.alias or name
-    value: Any = {bool: "true"}.get(type(field.default), None)
-    samples: dict[str, Any] = {
-        "dark_mode": "true", "full_page_scroll": "true", "full_page_scroll_delay": "100",
-        "full_page_scroll_by": "100", "full_page_max_height": "100",
-        "full_page_algorithm": "by_sections", "selector_algorithm": "clip", "scroll_into_view_adjust_top": "5",
-        "clip_x": "1", "clip_y": "1", "clip_width": "1", "clip_height": "1", "block_requests": ["*.js"],
-        "block_resources": ["image"], "hide_selectors": [".a"], "scripts_wait_until": ["load"],
-        "selector_scroll_into_view": "false", "error_on_click_selector_not_found": "false",
-        "error_on_hover_selector_not_found": "false", "webhook_sign": "false", "media_type": "print",
-        "wait_for_selector_algorithm": "at_least_by_count", "headers": ["A:b"], "cookies": ["a=b"],
-        "geolocation_latitude": "1", "geolocation_longitude": "1", "geolocation_accuracy": "1",
-        "ip_country_code": "us", "cache_ttl": "14400", "metadata_content_format": "markdown",
-        "fail_if_content_contains": ["x"], "fail_if_content_missing": ["x"], "vision_max_tokens": "5",
-        "watermark_opacity": "0.2", "blur": [".a"],
-    }
-    value = samples.get(name, value if value is not None else "x")
-    found = problems({"url": URL, alias: value})
-    assert "not supported by this server yet" in found.get(alias, "")
+    options = parse_take_options({"url": URL, "async": "true", "timeout": "300", "delay": "60"})
+    assert (options.async_, options.timeout, options.delay) == (True, 300, 60)
 
 
 def test_payload_round_trip_keeps_what_was_given() -> None:

@@ -1,0 +1,92 @@
+"""The result cache (DESIGN §4): a hit renders nothing, charges nothing, holds no slot.
+
+Key: SHA-256 over the validated parameters that shape the output (not credentials, caching, response
+type, async or webhook fields) plus the organisation and `cache_key`. The object lives in storage under
+`cache/`; a Redis record with the entry's TTL says it is live, so an expired entry is never served
+(bucket lifecycle rules on `cache/` reclaim the objects). Identical requests arriving together render
+once: the first takes a lock, the others wait for its record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+
+import orjson
+import redis.asyncio as aioredis
+
+from render.options import TakeOptions
+from render.protocol import JobResult
+
+DEFAULT_TTL = 14400
+# Parameters that do not change what is rendered (DESIGN §4), and the vision key (a secret; the
+# completion depends on the prompt, which stays in the key).
+NOT_IN_KEY = frozenset({"access_key", "signature", "cache", "cache_ttl", "response_type", "async", "webhook_url",
+                        "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key"})
+POLL_SECONDS = 0.05
+
+
+def cache_key(organisation: str, options: TakeOptions) -> str:
+    """The entry's hex digest for these options."""
+    params = {name: value for name, value in options.model_dump(mode="json", by_alias=True, exclude_unset=True)
+              .items() if name not in NOT_IN_KEY}
+    material = orjson.dumps({"organisation": organisation, "params": params, "cache_key": options.cache_key},
+                            option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(material).hexdigest()
+
+
+def object_key(organisation: str, digest: str, options: TakeOptions) -> str:
+    return f"cache/{organisation}/{digest}.{options.file_extension}"
+
+
+def _record_key(digest: str) -> str:
+    return f"cache:{digest}"
+
+
+def _lock_key(digest: str) -> str:
+    return f"cache-lock:{digest}"
+
+
+class Cache:
+    """Entries (JobResult metadata, no bytes) in Redis with the entry's TTL."""
+
+    def __init__(self, connection: aioredis.Redis) -> None:
+        self._redis = connection
+
+    async def get(self, digest: str) -> tuple[JobResult, str] | None:
+        """A live entry: the stored result and the reference of the render that made it."""
+        raw = await self._redis.get(_record_key(digest))
+        if raw is None:
+            return None
+        record = orjson.loads(raw)
+        if record["expires"] <= time.time():
+            return None
+        return JobResult(**record["result"]), record["reference"]
+
+    async def put(self, digest: str, result: JobResult, reference: str, ttl: int) -> None:
+        meta = asdict(result)
+        meta.pop("body")
+        record = {"result": meta, "reference": reference, "expires": time.time() + ttl}
+        await self._redis.set(_record_key(digest), orjson.dumps(record), ex=ttl)
+
+    @asynccontextmanager
+    async def single_flight(self, digest: str, reference: str, wait_seconds: float) -> AsyncIterator[bool]:
+        """True: this request renders (it holds the lock). False: another one rendered it meanwhile (or
+        gave up), and the caller should look again before rendering itself."""
+        lock = _lock_key(digest)
+        if await self._redis.set(lock, reference, nx=True, ex=max(1, int(wait_seconds))):
+            try:
+                yield True
+            finally:
+                await self._redis.delete(lock)
+            return
+        give_up = time.monotonic() + wait_seconds
+        while time.monotonic() < give_up:
+            await asyncio.sleep(POLL_SECONDS)
+            if not await self._redis.exists(lock):
+                break
+        yield False

@@ -1,0 +1,99 @@
+"""A finished capture as its receiver sees it: status, headers and body (DESIGN §4).
+
+One presentation for every way a result leaves the service: the synchronous answer, a cache hit and
+a webhook delivery carry exactly the same body and headers for the same `response_type`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from render.errors import ServiceError
+from render.options import TakeOptions
+from render.protocol import JobResult
+from service import metadata
+from storage import Storage
+from storage.local import sign_file_url
+
+
+@dataclass(frozen=True)
+class Links:
+    """Time-limited URLs for stored objects: the backend's own (presigned, CDN) or signed for /files."""
+
+    storage: Storage
+    base_url: str
+    secret: bytes
+    ttl: int
+
+    def url(self, key: str) -> tuple[str, float]:
+        """The URL of `key` and the UNIX time it expires."""
+        expires = int(time.time()) + self.ttl
+        url = self.storage.client_url(key, self.ttl)
+        if url is not None:
+            return url, expires
+        return sign_file_url(self.base_url, self.secret, key, expires), expires
+
+
+@dataclass(frozen=True)
+class Presented:
+    """What to send: status, headers and body bytes."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    media_type: str | None
+
+
+def success_headers(result: JobResult, reference: str, trace_id: str, options: TakeOptions) -> dict[str, str]:
+    """The headers every successful capture carries."""
+    headers = {
+        "x-service-rendering-seconds": f"{result.rendering_seconds:.3f}",
+        "x-service-size-bytes": str(result.size_bytes),
+        "x-service-reference": reference,
+        "x-service-trace-id": trace_id,
+    }
+    if options.external_identifier is not None:
+        headers["x-service-external-identifier"] = options.external_identifier
+    return headers
+
+
+def present_success(options: TakeOptions, result: JobResult, reference: str, trace_id: str, links: Links,
+                    cache_url: str | None = None) -> Presented:
+    """by_format: the bytes; json: the DESIGN §4 body; empty: headers only. Metadata (and the cache URL)
+    go with all three. `result.body` must hold the bytes for by_format."""
+    content_key = result.extra.get("content_key")
+    fields, metadata_headers = metadata.present(options, result, links.url(content_key) if content_key else None)
+    headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
+    if cache_url is not None:
+        headers["x-service-cache-url"] = cache_url
+    if options.response_type == "by_format":
+        return Presented(200, headers, result.body, result.content_type)
+    if options.response_type == "empty":
+        return Presented(200, headers, b"", None)
+    body: dict[str, Any] = {
+        "is_successful": True,
+        "screenshot_url": links.url(result.storage_key)[0] if result.storage_key else None,
+    }
+    if cache_url is not None:
+        body["cache_url"] = cache_url
+    body.update({"format": options.format, "size_bytes": result.size_bytes, **fields})
+    return Presented(200, headers, orjson.dumps(body), "application/json")
+
+
+def present_error(error: ServiceError, reference: str, trace_id: str, options: TakeOptions | None) -> Presented:
+    """The JSON error body with the error headers (and the caller's identifier)."""
+    headers = {"x-service-error-code": error.code, "x-service-error-message": _ascii(error.message),
+               "x-service-reference": reference, "x-service-trace-id": trace_id}
+    if options is not None and options.external_identifier is not None:
+        headers["x-service-external-identifier"] = options.external_identifier
+    return Presented(error.status, headers, orjson.dumps(error.to_payload()), "application/json")
+
+
+def _ascii(text: str) -> str:
+    """A header-safe single line: printable ASCII kept, anything else percent-encoded as UTF-8."""
+    return "".join(c if 32 <= ord(c) < 127 else quote(c) for c in " ".join(text.split()))[:1000]

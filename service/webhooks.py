@@ -1,0 +1,191 @@
+"""Webhook deliveries: signed POSTs of a finished job's result, retried on a schedule, kept in Redis.
+
+A delivery is an RQ job on the `webhooks` queue. RQ's scheduler (run by the `webhooks` worker) brings
+failed attempts back after each interval of the schedule, so a restart of any process loses nothing.
+Each attempt rebuilds the body (fresh result URLs), signs it with the organisation's signing key and
+posts it through an egress proxy enforcing the network policy, so a webhook can never reach the
+service's own network, even when its name is rebound after the API checked it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+import redis
+from rq import Queue, Retry, get_current_job
+from rq.serializers import JSONSerializer
+
+from render.egress import REFUSED_HEADER, EgressProxy
+from render.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.network_policy import AddressNotAllowed, NetworkPolicy
+from render.options import TakeOptions
+from render.protocol import JobResult, mark_job
+from service.organisations import signing_key_of
+from service.results import Links, Presented, present_error, present_success
+from service.settings import Settings
+from storage import open_storage
+
+log = logging.getLogger(__name__)
+WEBHOOK_QUEUE = "webhooks"
+DELIVER_FUNCTION = "service.webhooks.deliver"
+USER_AGENT = "screenshot-service-webhooks/1"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What to post where: enough to rebuild the body of the synchronous answer."""
+
+    reference: str
+    organisation: str
+    url: str
+    sign: bool
+    trace_id: str
+    options: dict[str, Any]  # the job's options payload
+    result: dict[str, Any] | None = None  # JobResult fields (no body: by_format bytes are in storage)
+    error: dict[str, Any] | None = None  # the error payload when the job failed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def schedule_of(text: str) -> list[int]:
+    """`60,300,1800` to seconds between attempts."""
+    return [int(part) for part in text.replace(" ", "").split(",") if part]
+
+
+def enqueue(connection: redis.Redis, delivery: Delivery, schedule: list[int], timeout: float) -> None:
+    """Queue the first attempt; RQ retries it on the schedule (len(schedule) + 1 attempts in all)."""
+    queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
+    retry = Retry(max=len(schedule), interval=schedule) if schedule else None
+    queue.enqueue_call(DELIVER_FUNCTION, args=(delivery.to_json(),), job_id=f"webhook-{delivery.reference}",
+                       retry=retry, timeout=int(timeout) + 30, result_ttl=86400, failure_ttl=7 * 86400)
+    mark_job(connection, delivery.reference, webhook="pending", webhook_attempts="0")
+
+
+def signature(body: bytes, signing_key: str) -> str:
+    """X-Service-Signature: hex HMAC-SHA256 of the raw body."""
+    return hmac.new(signing_key.encode(), body, hashlib.sha256).hexdigest()
+
+
+async def check_target(url: str, policy: NetworkPolicy) -> None:
+    """Refuse a webhook_url on the service's own networks when the request comes in."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        await policy.checked_address(host)
+    except AddressNotAllowed as refused:
+        raise RequestNotValid(f"webhook_url: {refused}.", [ErrorDetail("webhook_url", "address not allowed")]
+                              ) from None
+    except ServiceError as error:  # the name does not resolve
+        raise RequestNotValid(f"webhook_url: {error.message}", [ErrorDetail("webhook_url", "not resolvable")]
+                              ) from None
+
+
+class DeliveryFailed(Exception):
+    """This attempt got no 2xx; RQ schedules the next one."""
+
+
+class Courier:
+    """One deliverer process's state: storage, links and an egress proxy on a loop thread."""
+
+    def __init__(self, settings: Settings, connection: redis.Redis) -> None:
+        self.settings = settings
+        self.redis = connection
+        storage = open_storage(settings.storage)
+        secret = settings.service.url_signing_secret or (connection.get("config:url_signing_secret") or b"")
+        self.links = Links(storage, settings.service.base_url,
+                           secret.encode() if isinstance(secret, str) else bytes(secret),
+                           settings.storage.result_url_ttl)
+        self.storage = storage
+        self.loop = asyncio.new_event_loop()
+        self.egress = EgressProxy(NetworkPolicy.from_settings(settings.render))
+        self.loop.run_until_complete(self.egress.start())
+        threading.Thread(target=self.loop.run_forever, name="egress", daemon=True).start()
+
+    def present(self, delivery: Delivery) -> Presented:
+        options = TakeOptions.model_validate(delivery.options)
+        if delivery.error is not None:
+            return present_error(ServiceError.from_payload(delivery.error), delivery.reference, delivery.trace_id,
+                                 options)
+        assert delivery.result is not None
+        result = JobResult(**delivery.result)
+        if options.response_type == "by_format" and result.storage_key:
+            result.body = b"".join(self.storage.open(result.storage_key))
+        return present_success(options, result, delivery.reference, delivery.trace_id, self.links)
+
+    def deliver(self, delivery: Delivery, attempt: int) -> int:
+        """Post once; the receiver's status, or DeliveryFailed."""
+        presented = self.present(delivery)
+        headers = {**presented.headers, "user-agent": USER_AGENT,
+                   "content-type": presented.media_type or "application/octet-stream"}
+        if delivery.sign:
+            key = signing_key_of(self.redis, delivery.organisation)
+            if key:
+                headers["x-service-signature"] = signature(presented.body, key)
+        mark_job(self.redis, delivery.reference, webhook="delivering", webhook_attempts=str(attempt))
+        try:
+            with httpx.Client(proxy=self.egress.url, timeout=self.settings.service.webhook_timeout,
+                              trust_env=False, follow_redirects=False) as client:
+                response = client.post(delivery.url, content=presented.body, headers=headers)
+        except httpx.HTTPError as error:
+            raise DeliveryFailed(f"attempt {attempt} to {delivery.url}: {type(error).__name__}") from None
+        if response.headers.get(REFUSED_HEADER):
+            raise DeliveryFailed(f"attempt {attempt}: refused by the network policy: {response.text}")
+        if not 200 <= response.status_code < 300:
+            raise DeliveryFailed(f"attempt {attempt} to {delivery.url}: HTTP {response.status_code}")
+        mark_job(self.redis, delivery.reference, webhook="delivered")
+        return response.status_code
+
+
+_courier: Courier | None = None
+
+
+def install(courier: Courier) -> None:
+    global _courier
+    _courier = courier
+
+
+def deliver(payload: dict[str, Any]) -> dict[str, Any]:
+    """RQ entry point: one attempt. Raising makes RQ schedule the next attempt (or give up)."""
+    if _courier is None:
+        raise RuntimeError("webhook deliveries run only inside `screenshot-service webhooks`")
+    delivery = Delivery(**payload)
+    job = get_current_job()
+    retry_max = (job.retries_left or 0) if job is not None else 0
+    attempts_before = 0
+    if job is not None and job.meta.get("attempts") is not None:
+        attempts_before = int(job.meta["attempts"])
+    attempt = attempts_before + 1
+    if job is not None:
+        job.meta["attempts"] = attempt
+        job.save_meta()
+    try:
+        status = _courier.deliver(delivery, attempt)
+    except DeliveryFailed as failed:
+        last = retry_max == 0
+        mark_job(_courier.redis, delivery.reference, webhook="failed" if last else "retrying")
+        if last:
+            log.warning("webhook of %s given up after %d attempts: %s", delivery.reference, attempt, failed)
+        raise
+    return {"status": status, "attempt": attempt}
+
+
+def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
+    """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
+    from rq import SimpleWorker
+
+    assert settings.service.redis_url
+    connection = redis.Redis.from_url(settings.service.redis_url)
+    install(Courier(settings, connection))
+    queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
+    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer)
+    log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
+    worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)
