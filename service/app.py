@@ -23,7 +23,7 @@ from service.dispatch import Dispatcher
 from service.errors import RequestBodyTooLarge
 from service.jobs import JobRecords
 from service.metrics import Metrics
-from service.organisations import OrganisationStore
+from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import Links
 from service.routes import account, capture, operations
@@ -31,7 +31,6 @@ from service.settings import Settings
 from storage import StorageError, open_storage
 
 log = logging.getLogger(__name__)
-URL_SECRET_KEY = "config:url_signing_secret"
 
 
 def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:

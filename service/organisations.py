@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
 ORGS_KEY = "orgs"
+URL_SECRET_KEY = "config:url_signing_secret"  # the generated secret of local storage links
 
 
 def _org_key(org_id: str) -> str:

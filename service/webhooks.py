@@ -27,7 +27,7 @@ from render.errors import ErrorDetail, RequestNotValid, ServiceError
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import JobResult, mark_job
-from service.organisations import signing_key_of
+from service.organisations import URL_SECRET_KEY, signing_key_of
 from service.results import Links, Presented, present_error, present_success
 from service.settings import Settings
 from storage import open_storage
@@ -99,16 +99,24 @@ class Courier:
     def __init__(self, settings: Settings, connection: redis.Redis) -> None:
         self.settings = settings
         self.redis = connection
-        storage = open_storage(settings.storage)
-        secret = settings.service.url_signing_secret or (connection.get("config:url_signing_secret") or b"")
-        self.links = Links(storage, settings.service.base_url,
-                           secret.encode() if isinstance(secret, str) else bytes(secret),
-                           settings.storage.result_url_ttl)
-        self.storage = storage
+        self.storage = open_storage(settings.storage)
+        self._links: Links | None = None
         self.loop = asyncio.new_event_loop()
         self.egress = EgressProxy(NetworkPolicy.from_settings(settings.render))
         self.loop.run_until_complete(self.egress.start())
         threading.Thread(target=self.loop.run_forever, name="egress", daemon=True).start()
+
+    @property
+    def links(self) -> Links:
+        """URLs signed like the API's: its secret is configured, or made by the API and kept in Redis."""
+        if self._links is None:
+            secret = self.settings.service.url_signing_secret or self.redis.get(URL_SECRET_KEY)
+            if not secret:
+                raise DeliveryFailed("the API has not started yet (no URL signing secret in Redis)")
+            self._links = Links(self.storage, self.settings.service.base_url,
+                                secret.encode() if isinstance(secret, str) else bytes(secret),
+                                self.settings.storage.result_url_ttl)
+        return self._links
 
     def present(self, delivery: Delivery) -> Presented:
         options = TakeOptions.model_validate(delivery.options)
@@ -137,8 +145,9 @@ class Courier:
                 response = client.post(delivery.url, content=presented.body, headers=headers)
         except httpx.HTTPError as error:
             raise DeliveryFailed(f"attempt {attempt} to {delivery.url}: {type(error).__name__}") from None
-        if response.headers.get(REFUSED_HEADER):
-            raise DeliveryFailed(f"attempt {attempt}: refused by the network policy: {response.text}")
+        marker = response.headers.get(REFUSED_HEADER)
+        if marker:  # the egress proxy's own answer: refused by the policy, or nothing to connect to
+            raise DeliveryFailed(f"attempt {attempt} to {delivery.url}: {marker}: {response.text}")
         if not 200 <= response.status_code < 300:
             raise DeliveryFailed(f"attempt {attempt} to {delivery.url}: HTTP {response.status_code}")
         mark_job(self.redis, delivery.reference, webhook="delivered")
@@ -174,6 +183,8 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
         mark_job(_courier.redis, delivery.reference, webhook="failed" if last else "retrying")
         if last:
             log.warning("webhook of %s given up after %d attempts: %s", delivery.reference, attempt, failed)
+        else:
+            log.info("webhook of %s not delivered (%s); retrying", delivery.reference, failed)
         raise
     return {"status": status, "attempt": attempt}
 
@@ -186,6 +197,10 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     connection = redis.Redis.from_url(settings.service.redis_url)
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
-    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer)
+    # A failed attempt is logged above in one line; RQ's default handler would add a stack trace.
+    # After a crash, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and maintenance
+    # interval let a deliverer take it over within about two minutes, so retries resume by themselves.
+    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer,
+                          disable_default_exception_handler=True, worker_ttl=60, maintenance_interval=30)
     log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
     worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)

@@ -109,6 +109,18 @@ class RunningService:
     redis_url: str
     data_dir: Path
     env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]]  # by role; workers as worker0, worker1, ...
+
+    def restart(self, role: str, *, kill: bool = False) -> None:
+        """Stop one process (SIGKILL with `kill`: a crash) and start it again."""
+        process = self.processes[role]
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        else:
+            stop([process])
+        self.processes[role] = start(role.rstrip("0123456789"), self.env)
 
 
 @contextlib.contextmanager
@@ -118,14 +130,16 @@ def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes]
     `log` when given)."""
     port = free_port()
     env = service_env(redis_url, data_dir, port, **extra)
-    processes = [start("worker", env, log) for _ in range(workers)] + [start("webhooks", env, log),
-                                                                       start("api", env, log)]
+    processes = {f"worker{n}": start("worker", env, log) for n in range(workers)}
+    processes["webhooks"] = start("webhooks", env, log)
+    processes["api"] = start("api", env, log)
     url = f"http://127.0.0.1:{port}"
+    running = RunningService(url, redis_url, data_dir, env, processes)
     try:
         wait_for(lambda: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60, "the API and workers")
-        yield RunningService(url, redis_url, data_dir, env)
+        yield running
     finally:
-        stop(processes)
+        stop(list(running.processes.values()))
 
 
 # Credentials for the local S3 server only; no test may ever reach AWS (nor the instance metadata address).

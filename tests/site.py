@@ -100,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         parts = urlsplit(self.path)
-        self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}))
+        self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}, parts.query))
         route = self.server.routes.get(parts.path)
         result = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
         status, content_type, body = result[:3]
@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    log: list[tuple[str, dict[str, str]]]
+    log: list[tuple[str, dict[str, str], str]]
     routes: dict[str, Handler]
 
 
@@ -155,7 +155,11 @@ class Site:
 
     def requests_to(self, path: str) -> list[dict[str, str]]:
         """Headers of every request this site received for `path`, oldest first."""
-        return [headers for seen, headers in list(self.server.log) if seen == path]
+        return [headers for seen, headers, _ in list(self.server.log) if seen == path]
+
+    def queries_to(self, path: str) -> list[str]:
+        """Query strings of every request this site received for `path`, oldest first."""
+        return [query for seen, _, query in list(self.server.log) if seen == path]
 
     def __enter__(self) -> Site:
         self.thread.start()

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
-from service.settings import default_workers
+from render.errors import RequestNotValid
+from render.settings import RenderSettings
+from service.settings import ServiceSettings, Settings, default_workers
+from service.webhooks import Courier, Delivery, DeliveryFailed
+from storage.settings import StorageSettings
 from tests.conftest import Org
 from tests.images import decode, rgb_at
+from tests.receivers import Receiver
 from tests.servers import RunningService, running_service
 from tests.site import Site
 
@@ -150,3 +157,31 @@ def test_watermark_image_on_a_private_address_is_refused(isolated_http: httpx.Cl
     assert body["error_code"] == "request_not_valid"
     assert body["error_details"][0]["field"] == "watermark_image_url"
     assert "not allowed" in body["error_message"]
+
+
+@pytest.mark.parametrize("target", ["http://127.0.0.1:{port}/hook", "http://evil.test:{port}/hook",
+                                    "http://169.254.169.254/hook", "http://[::1]:{port}/hook"])
+def test_webhooks_to_private_addresses_are_refused(isolated_http: httpx.Client, isolated_org: Org,
+                                                   sites: tuple[Site, Site], target: str) -> None:
+    allowed, secret = sites
+    with untouched(secret):
+        response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/colours.html",
+                        webhook_url=target.format(port=secret.port), **{"async": "true"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error_details"][0]["field"] == "webhook_url"
+    assert "not allowed" in response.json()["error_message"]
+
+
+def test_deliveries_obey_the_policy_when_they_are_sent(redis_url: str, tmp_path: Path) -> None:
+    """The API's check can be outlived (a name rebound later): the deliverer's egress proxy checks the
+    address it connects to, so a delivery aimed at this machine never arrives."""
+    settings = Settings(ServiceSettings(redis_url=redis_url, url_signing_secret="s"),
+                        RenderSettings(allow_private_networks=False), StorageSettings(storage_dir=tmp_path))
+    courier = Courier(settings, redis.Redis.from_url(redis_url))
+    failure = RequestNotValid("x").to_payload()
+    with Receiver() as receiver:
+        delivery = Delivery(reference="r1", organisation="nobody", url=receiver.url("/hook"), sign=False,
+                            trace_id="t", options={"url": "https://example.com/"}, error=failure)
+        with pytest.raises(DeliveryFailed, match="refused"):
+            courier.deliver(delivery, attempt=1)
+        assert receiver.requests == []

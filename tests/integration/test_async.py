@@ -1,0 +1,202 @@
+"""Async captures, signed webhooks with retries that survive restarts, and job status, on a service of
+the module's own (its own Redis database, retry schedule shortened to 1 s, receivers cut at 2 s)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from service.settings import default_workers
+from tests.conftest import Org
+from tests.images import decode, near, rgb_at
+from tests.receivers import Received, Receiver
+from tests.servers import RunningService, running_service
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+SCHEDULE = "1,1,1,1,1"
+
+
+@pytest.fixture(scope="module")
+def isolated(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    own_database = redis_url.rsplit("/", 1)[0] + "/6"
+    with running_service(own_database, tmp_path_factory.mktemp("async-service"), workers=default_workers(),
+                         SCREENSHOT_WEBHOOK_RETRY_SCHEDULE=SCHEDULE, SCREENSHOT_WEBHOOK_TIMEOUT="2") as running:
+        yield running
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as running:
+        yield running
+
+
+def take(http: httpx.Client, org: Org, site: Site, path: str = "/colours.html", **params: str) -> httpx.Response:
+    return http.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": site.url(path), "viewport_width": "200", "viewport_height": "100",
+        **params})
+
+
+def status(http: httpx.Client, org: Org, reference: str) -> httpx.Response:
+    return http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": org.access_key})
+
+
+def wait_status(http: httpx.Client, org: Org, reference: str, wanted: set[str], timeout: float = 60) -> dict:  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = status(http, org, reference).json()
+        if body["status"] in wanted:
+            return body  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise TimeoutError(f"job {reference} never reached {wanted}")
+
+
+def usage(http: httpx.Client, org: Org) -> dict:  # type: ignore[type-arg]
+    return http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()  # type: ignore[no-any-return]
+
+
+def signed_by(delivery: Received, org: Org) -> bool:
+    expected = hmac.new(org.signing_key.encode(), delivery.body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(delivery.headers.get("x-service-signature", ""), expected)
+
+
+def test_async_answers_at_once_and_posts_the_image_signed(isolated_http: httpx.Client, isolated_org: Org,
+                                                          site: Site, receiver: Receiver) -> None:
+    response = take(isolated_http, isolated_org, site, **{
+        "async": "true", "webhook_url": receiver.url("/hook"), "external_identifier": "order-42"})
+    assert response.status_code == 202, response.text
+    reference = response.json()["reference"]
+    assert response.json() == {"is_successful": True, "reference": reference}
+    assert response.headers["x-service-external-identifier"] == "order-42"
+
+    [delivery] = receiver.wait_for("/hook")
+    assert delivery.method == "POST" and delivery.headers["content-type"] == "image/png"
+    image = decode(delivery.body)
+    assert (image.width, image.height) == (200, 100)
+    assert near(rgb_at(image, 100, 20), (255, 0, 0)) and near(rgb_at(image, 100, 80), (0, 0, 255))
+    assert delivery.headers["x-service-reference"] == reference
+    assert delivery.headers["x-service-external-identifier"] == "order-42"
+    assert delivery.headers["x-service-size-bytes"] == str(len(delivery.body))
+    assert signed_by(delivery, isolated_org)
+
+    done = wait_status(isolated_http, isolated_org, reference, {"done"})
+    assert done["webhook"]["status"] in ("delivering", "delivered")
+    assert httpx.get(done["screenshot_url"]).content == delivery.body
+    assert usage(isolated_http, isolated_org)["used"] == 1
+    assert usage(isolated_http, isolated_org)["concurrency"]["remaining"] == 10
+
+
+def test_json_webhook_unsigned_when_asked(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                          receiver: Receiver) -> None:
+    response = take(isolated_http, isolated_org, site, **{
+        "async": "true", "webhook_url": receiver.url("/json"), "response_type": "json", "webhook_sign": "false",
+        "metadata_image_size": "true"})
+    assert response.status_code == 202
+    [delivery] = receiver.wait_for("/json")
+    body = delivery.json()
+    assert body["is_successful"] is True and body["metadata"]["image_size"] == {"width": 200, "height": 100}
+    assert decode(httpx.get(body["screenshot_url"]).content).width == 200
+    assert "x-service-signature" not in delivery.headers
+
+
+def test_failures_reach_the_webhook_only_with_webhook_errors(isolated_http: httpx.Client, isolated_org: Org,
+                                                             site: Site, receiver: Receiver) -> None:
+    failing = {"async": "true", "url": site.url("/status?code=500")}
+    quiet = take(isolated_http, isolated_org, site, **failing, webhook_url=receiver.url("/quiet"))
+    told = take(isolated_http, isolated_org, site, **failing, webhook_url=receiver.url("/told"),
+                webhook_errors="true", external_identifier="x-1")
+    [delivery] = receiver.wait_for("/told")
+    assert delivery.json()["error_code"] == "host_returned_error"
+    assert delivery.json()["returned_status_code"] == 500
+    assert delivery.headers["x-service-error-code"] == "host_returned_error"
+    assert "500" in delivery.headers["x-service-error-message"]
+    assert delivery.headers["x-service-reference"] == told.json()["reference"]
+    assert delivery.headers["x-service-external-identifier"] == "x-1"
+    assert signed_by(delivery, isolated_org)
+    failed = wait_status(isolated_http, isolated_org, quiet.json()["reference"], {"failed"})
+    assert failed["error_code"] == "host_returned_error" and "screenshot_url" not in failed
+    time.sleep(1.5)  # time enough for a delivery that should not happen
+    assert receiver.to("/quiet") == []
+    assert usage(isolated_http, isolated_org)["used"] == 0
+
+
+def test_undelivered_webhooks_are_retried_on_the_schedule(isolated_http: httpx.Client, isolated_org: Org,
+                                                          site: Site) -> None:
+    def flaky(received: Received) -> tuple[int, dict[str, str], bytes]:
+        if received.path == "/twice" and len(receiver.to("/twice")) <= 2:
+            return 503, {}, b""
+        if received.path == "/hang" and len(receiver.to("/hang")) == 1:
+            time.sleep(4)  # past SCREENSHOT_WEBHOOK_TIMEOUT=2: this attempt is cut
+        if received.path == "/never":
+            return 500, {}, b""
+        return 200, {}, b""
+
+    with Receiver(flaky) as receiver:
+        twice = take(isolated_http, isolated_org, site, **{"async": "true", "webhook_url": receiver.url("/twice")})
+        take(isolated_http, isolated_org, site, **{"async": "true", "webhook_url": receiver.url("/hang")})
+        never = take(isolated_http, isolated_org, site, **{"async": "true", "webhook_url": receiver.url("/never")})
+        attempts = receiver.wait_for("/twice", 3)
+        assert [round(b.at - a.at) >= 1 for a, b in zip(attempts, attempts[1:], strict=False)] == [True, True]
+        assert all(a.body == attempts[0].body for a in attempts)
+        assert len(receiver.wait_for("/hang", 2)) == 2
+        assert len(receiver.wait_for("/never", 6)) == 6
+        deadline = time.monotonic() + 20
+        while status(isolated_http, isolated_org, never.json()["reference"]).json()["webhook"]["status"] != "failed":
+            assert time.monotonic() < deadline, "the last attempt was never recorded as given up"
+            time.sleep(0.2)
+        time.sleep(2.5)
+        assert len(receiver.to("/never")) == 6  # six attempts in all, then given up
+        record = status(isolated_http, isolated_org, twice.json()["reference"]).json()
+        assert record["webhook"] == {"status": "delivered", "attempts": 3}
+
+
+def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningService, isolated_http: httpx.Client,
+                                                       isolated_org: Org, site: Site) -> None:
+    def first_fails(received: Received) -> tuple[int, dict[str, str], bytes]:
+        return (500 if len(receiver.to("/after-restart")) == 1 else 200), {}, b""
+
+    with Receiver(first_fails) as receiver:
+        take(isolated_http, isolated_org, site, **{"async": "true", "webhook_url": receiver.url("/after-restart")})
+        receiver.wait_for("/after-restart")
+        isolated.restart("webhooks")  # the retry is scheduled in Redis, not in the process
+        attempts = receiver.wait_for("/after-restart", 2, timeout=90)
+        assert attempts[1].body == attempts[0].body
+
+
+def test_job_status_of_unknown_and_foreign_jobs(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                                make_org_in, isolated: RunningService) -> None:  # type: ignore[no-untyped-def]
+    done = take(isolated_http, isolated_org, site)
+    reference = done.headers["x-service-reference"]
+    assert status(isolated_http, isolated_org, reference).json()["status"] == "done"
+    stranger = make_org_in(isolated.redis_url)
+    for who, ref in ((stranger, reference), (isolated_org, "nope")):
+        response = status(isolated_http, who, ref)
+        assert response.status_code == 404
+        assert response.json()["error_code"] == "request_not_valid"
+        assert response.json()["error_details"][0]["field"] == "reference"
+
+
+def test_sync_requests_with_a_webhook_answer_and_deliver(isolated_http: httpx.Client, isolated_org: Org,
+                                                         site: Site, receiver: Receiver) -> None:
+    response = take(isolated_http, isolated_org, site, webhook_url=receiver.url("/sync"), external_identifier="s")
+    assert response.status_code == 200 and response.headers["x-service-external-identifier"] == "s"
+    [delivery] = receiver.wait_for("/sync")
+    assert delivery.body == response.content and signed_by(delivery, isolated_org)
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"async": "true", "cache": "true"}, "cache"),
+    ({"webhook_url": "ftp://example.com/"}, "webhook_url"),
+    ({"async": "true", "timeout": "301"}, "timeout"),
+])
+def test_bad_async_parameters(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                              params: dict[str, str], field: str) -> None:
+    response = take(isolated_http, isolated_org, site, **params)
+    assert response.status_code == 400
+    assert field in [d["field"] for d in response.json()["error_details"]]
+    assert usage(isolated_http, isolated_org)["concurrency"]["remaining"] == 10

@@ -1,0 +1,105 @@
+"""The result cache: a hit renders nothing and charges nothing, expired entries are never served,
+cache_key separates versions, and identical requests arriving together render once."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import orjson
+import pytest
+import redis
+
+from render.options import parse_take_options
+from service.cache import cache_key
+from tests.conftest import Org, RunningService
+from tests.images import decode, near, rgb_at
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+
+def take(client: httpx.Client, org: Org, site: Site, page: str, **params: str) -> httpx.Response:
+    """A cached capture of /colours.html; `page` (a query string) makes it a distinct page to the site."""
+    return client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": site.url(f"/colours.html?{page}"), "viewport_width": "200",
+        "viewport_height": "100", "cache": "true", **params})
+
+
+def renders_of(site: Site, page: str) -> int:
+    return site.queries_to("/colours.html").count(page)
+
+
+def used(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def test_a_hit_returns_the_stored_result_without_rendering_or_charging(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                       site: Site) -> None:
+    org = make_org(quota=1)  # the hit must not need quota
+    page = uuid.uuid4().hex
+    first = take(client, org, site, page)
+    assert first.status_code == 200, first.text
+    assert float(first.headers["x-service-rendering-seconds"]) > 0
+    second = take(client, org, site, page)
+    assert second.status_code == 200, second.text
+    assert second.content == first.content
+    assert second.headers["x-service-rendering-seconds"] == "0.000"
+    assert second.headers["x-service-reference"] == first.headers["x-service-reference"]
+    assert renders_of(site, page) == 1 and used(client, org) == 1
+    cache_url = second.headers["x-service-cache-url"]
+    assert httpx.get(cache_url).content == first.content
+    image = decode(second.content)
+    assert (image.width, image.height) == (200, 100) and near(rgb_at(image, 100, 20), (255, 0, 0))
+    # response_type is not part of the key: the same entry, as JSON.
+    as_json = take(client, org, site, page, response_type="json")
+    body = as_json.json()
+    assert body["cache_url"] == as_json.headers["x-service-cache-url"]
+    assert httpx.get(body["screenshot_url"]).content == first.content
+    assert renders_of(site, page) == 1
+
+
+def test_cache_key_and_options_make_distinct_entries(client: httpx.Client, org: Org, site: Site) -> None:
+    page = uuid.uuid4().hex
+    take(client, org, site, page)
+    take(client, org, site, page, cache_key="v2")
+    take(client, org, site, page, cache_key="v2")
+    take(client, org, site, page, viewport_width="150")
+    assert renders_of(site, page) == 3
+    other = take(client, org, site, page, format="jpeg")
+    assert decode(other.content).get("vips-loader").startswith("jpeg")
+
+
+def test_expired_entries_are_never_served(client: httpx.Client, org: Org, site: Site,
+                                          service: RunningService) -> None:
+    page = uuid.uuid4().hex
+    take(client, org, site, page, cache_ttl="14400")
+    options = parse_take_options({"url": site.url(f"/colours.html?{page}"), "viewport_width": "200",
+                                  "viewport_height": "100", "cache": "true"})
+    key = f"cache:{cache_key(org.id, options)}"
+    connection = redis.Redis.from_url(service.redis_url)
+    assert 14000 < connection.ttl(key) <= 14400
+    record = orjson.loads(connection.get(key) or b"{}")
+    record["expires"] -= 14401  # as if the TTL had passed, before Redis dropped the record
+    connection.set(key, orjson.dumps(record), keepttl=True)
+    again = take(client, org, site, page)
+    assert float(again.headers["x-service-rendering-seconds"]) > 0
+    assert renders_of(site, page) == 2
+
+
+def test_identical_requests_arriving_together_render_once(client: httpx.Client, org: Org, site: Site) -> None:
+    page = uuid.uuid4().hex
+    with ThreadPoolExecutor(4) as pool:
+        responses = list(pool.map(lambda _: take(client, org, site, page, delay="1"), range(4)))
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    assert len({r.content for r in responses}) == 1
+    assert renders_of(site, page) == 1
+    assert sorted(r.headers["x-service-rendering-seconds"] == "0.000" for r in responses) == [False, True, True, True]
+
+
+@pytest.mark.parametrize("other", [{"async": "true"}, {"webhook_url": "https://example.com/hook"}])
+def test_cache_refuses_async_and_webhooks(client: httpx.Client, org: Org, site: Site, other: dict[str, str]) -> None:
+    response = take(client, org, site, "x", **other)
+    assert response.status_code == 400
+    assert [d["field"] for d in response.json()["error_details"]] == ["cache"]
