@@ -26,7 +26,7 @@ from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import Links
-from service.routes import account, capture, operations
+from service.routes import account, bulk, capture, operations
 from service.settings import Settings
 from storage import StorageError, open_storage
 
@@ -151,6 +151,7 @@ def create_app(settings: Settings) -> FastAPI:
         return error_response(InternalError(), trace_id)
 
     app.include_router(capture.router)
+    app.include_router(bulk.router)
     app.include_router(account.router)
     app.include_router(operations.router)
     return app

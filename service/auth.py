@@ -8,15 +8,21 @@ from service.organisations import Organisation, OrganisationStore
 from service.params import RawParams
 
 
-async def authenticate(params: RawParams, store: OrganisationStore) -> Organisation:
-    """The organisation of the request's access key, after checking its signature rules."""
-    if not params.access_key:
+async def organisation_of(access_key: str | None, store: OrganisationStore) -> Organisation:
+    """The organisation owning an access key, or the key's error."""
+    if not access_key:
         raise AccessKeyRequired(
             "An access key is required: send it in the X-Access-Key header, the access_key query "
             "parameter or the access_key body field.")
-    org = await store.by_access_key(params.access_key)
+    org = await store.by_access_key(access_key)
     if org is None:
         raise AccessKeyInvalid("The access key is invalid or has been revoked.")
+    return org
+
+
+async def authenticate(params: RawParams, store: OrganisationStore) -> Organisation:
+    """The organisation of the request's access key, after checking its signature rules."""
+    org = await organisation_of(params.access_key, store)
     if params.signature is None:
         if org.require_signature:
             raise SignatureRequired(

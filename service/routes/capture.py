@@ -260,8 +260,3 @@ def _not_built(route: str, issue: str) -> RequestNotValid:
 @router.api_route("/animate", methods=["GET", "POST"], summary="Record a page (not built yet)")
 async def animate(request: Request) -> Response:
     raise _not_built("/animate", "page recordings are planned")
-
-
-@router.post("/bulk", summary="Several screenshots in one request (not built yet)")
-async def bulk(request: Request) -> Response:
-    raise _not_built("/bulk", "bulk requests are planned")

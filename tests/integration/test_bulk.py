@@ -1,0 +1,91 @@
+"""POST /bulk: lazy entries are /take URLs (signed, charged when fetched); eager entries carry each
+response, base64; every entry is validated on its own."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+
+import httpx
+import pytest
+
+from tests.conftest import Org
+from tests.images import decode, near, rgb_at
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+
+def bulk(client: httpx.Client, org: Org, **body: object) -> httpx.Response:
+    return client.post("/v1/screenshot/bulk", json={"access_key": org.access_key, **body})
+
+
+def used(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def test_lazy_entries_are_signed_take_urls_charged_when_fetched(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                site: Site) -> None:
+    strict = make_org(require_signature=True)
+    response = bulk(client, strict, requests=[{"url": site.url("/colours.html")}])
+    assert response.status_code == 400 and response.json()["error_code"] == "signature_is_required"
+    org = make_org()
+    body = json.dumps({"access_key": org.access_key, "options": {"viewport_width": 200, "viewport_height": 100},
+                       "requests": [{"url": site.url("/colours.html")},
+                                    {"url": site.url("/colours.html"), "format": "jpeg", "viewport_width": 120},
+                                    {"url": site.url("/colours.html"), "viewport_width": 0}]}).encode()
+    signature = hmac.new(org.signing_key.encode(), body, hashlib.sha256).hexdigest()
+    response = client.post("/v1/screenshot/bulk", params={"signature": signature}, content=body,
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    first, second, bad = response.json()
+    assert set(first) == {"url"} and "signature=" in first["url"] and org.access_key in first["url"]
+    assert used(client, org) == 0  # nothing fetched, nothing charged
+    png = httpx.get(first["url"], timeout=60)
+    assert png.status_code == 200 and (decode(png.content).width, decode(png.content).height) == (200, 100)
+    jpeg = httpx.get(second["url"], timeout=60)
+    assert jpeg.headers["content-type"] == "image/jpeg" and decode(jpeg.content).width == 120
+    assert used(client, org) == 2
+    assert bad["url"] is None and bad["response"]["status"] == 400
+    error = json.loads(base64.b64decode(bad["response"]["body"]))
+    assert error["error_code"] == "request_not_valid" and error["error_details"][0]["field"] == "viewport_width"
+    tampered = client.post("/v1/screenshot/bulk", params={"signature": signature}, content=body + b" ",
+                           headers={"content-type": "application/json"})
+    assert tampered.json()["error_code"] == "signature_is_not_valid"
+
+
+def test_eager_entries_carry_each_response(client: httpx.Client, org: Org, site: Site) -> None:
+    response = bulk(client, org, execute=True, options={"viewport_width": 200, "viewport_height": 100},
+                    requests=[{"url": site.url("/colours.html")},
+                              {"url": site.url("/colours.html"), "response_type": "json", "format": "webp"},
+                              {"url": site.url("/status?code=404")},
+                              {"url": site.url("/colours.html"), "async": True}])
+    assert response.status_code == 200, response.text
+    image, as_json, failed, refused = response.json()
+    assert image["response"]["is_successful"] is True and image["response"]["status"] == 200
+    picture = decode(base64.b64decode(image["response"]["body"]))
+    assert (picture.width, picture.height) == (200, 100) and near(rgb_at(picture, 100, 80), (0, 0, 255))
+    stored = json.loads(base64.b64decode(as_json["response"]["body"]))
+    assert stored["format"] == "webp" and decode(httpx.get(stored["screenshot_url"]).content).width == 200
+    assert failed["response"]["is_successful"] is False and failed["response"]["status"] == 500
+    assert json.loads(base64.b64decode(failed["response"]["body"]))["returned_status_code"] == 404
+    assert refused["response"]["status"] == 400
+    assert json.loads(base64.b64decode(refused["response"]["body"]))["error_details"][0]["field"] == "async"
+    assert used(client, org) == 2
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"requests": []}, "requests"),
+    ({"requests": [{"url": "https://example.com/"}] * 21}, "requests"),
+    ({"requests": "nope"}, "requests"),
+    ({"requests": [{"url": "https://example.com/"}], "optimize": True}, "optimize"),
+    ({"requests": [{"url": "https://example.com/"}], "options": []}, "options"),
+    ({"requests": [{"url": "https://example.com/"}], "surprise": 1}, "surprise"),
+])
+def test_bad_bulk_bodies_name_the_field(client: httpx.Client, org: Org, body: dict[str, object], field: str) -> None:
+    response = bulk(client, org, **body)
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "request_not_valid"
+    assert response.json()["error_details"][0]["field"] == field
