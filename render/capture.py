@@ -23,6 +23,7 @@ from render.errors import (
     NetworkError,
     RequestNotValid,
     ResultingImageTooLarge,
+    ServiceError,
 )
 from render.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.navigation import check_host_status, load_source
@@ -69,9 +70,36 @@ class Environment:
     lists: FilterLists = field(default_factory=FilterLists)
 
 
+@dataclass
+class LoadedPage:
+    """A page loaded and prepared for one or more outputs."""
+
+    response: Response | None
+    watermark: bytes | None
+
+
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
     """Run one capture; `deadline` is a `time.monotonic()` instant."""
-    settings = env.settings
+    return await produce(options, tab, env, deadline, await open_page(options, tab, env, deadline))
+
+
+async def capture_variants(variants: list[TakeOptions], tab: Tab, env: Environment, deadline: float
+                           ) -> list[Output | ServiceError]:
+    """Load the page of `variants[0]` once and derive each variant's output from it (bulk `optimize`:
+    the variants differ only in output options). A variant's own failure does not stop the others."""
+    loaded = await open_page(variants[0], tab, env, deadline)
+    outputs: list[Output | ServiceError] = []
+    for options in variants:
+        try:
+            check_viewport_size(options, env.settings)
+            outputs.append(await produce(options, tab, env, deadline, loaded))
+        except ServiceError as error:
+            outputs.append(error)
+    return outputs
+
+
+async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> LoadedPage:
+    """Everything before the output: policy checks, emulation, loading, blocking, preparation, checks."""
     check_gpu(options)
     if env.egress is not None:
         env.egress.begin_job(await _upstream(options, env.policy))
@@ -80,8 +108,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         options.watermark_image_url) else None
     if options.url is not None:
         await check_main_url(options.url, env.policy)
-    if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
-        check_planned_size(options, *_device_size(options.viewport.width, options.viewport.height, options), settings)
+    check_viewport_size(options, env.settings)
     await emulate(tab, options.viewport, env.chrome_major)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
@@ -101,8 +128,14 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         await annoyances.clear(tab.page)  # what appeared meanwhile
     await check_content(tab.page, options)
     failed_requests.check(options)
+    return LoadedPage(response, picture)
+
+
+async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: float, loaded: LoadedPage) -> Output:
+    """The output `options` ask of a loaded page, with its metadata."""
+    settings = env.settings
     if options.format in IMAGE_FORMATS:
-        output = await _image(options, tab, settings, deadline, picture)
+        output = await _image(options, tab, settings, deadline, loaded.watermark)
     elif options.format == "pdf":
         output = Output(await _pdf(options, tab), "pdf", imaging.CONTENT_TYPES["pdf"])
     elif options.format == "html":
@@ -111,7 +144,7 @@ async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         markdown = html_to_markdown(await tab.page.content())
         output = Output(markdown.encode(), "markdown", imaging.CONTENT_TYPES["markdown"])
     if metadata.wanted(options):
-        output.metadata = await metadata.collect(tab, options, response)
+        output.metadata = await metadata.collect(tab, options, loaded.response)
     if options.metadata_content:
         output.content = await metadata.content(tab.page, options)
     if len(output.body) > settings.max_result_bytes:
@@ -168,6 +201,12 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
 def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:
     scale = options.viewport.scale
     return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def check_viewport_size(options: TakeOptions, settings: RenderSettings) -> None:
+    """Refuse a viewport capture too large for its format before rendering anything."""
+    if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
+        check_planned_size(options, *_device_size(options.viewport.width, options.viewport.height, options), settings)
 
 
 def check_planned_size(options: TakeOptions, width: int, height: int, settings: RenderSettings) -> None:

@@ -60,6 +60,9 @@ class JobRequest:
     keep_body: bool = False  # return the bytes even though they were stored
     async_: bool = False  # nobody waits: the deadline starts when a worker picks the job up
     timeout: float = 0.0  # the capture's timeout, for async jobs
+    # Bulk `optimize`: further outputs of the same page, each {"reference", "options", "store"}; the
+    # page is loaded once with `options` and every variant's output derived from it.
+    variants: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,13 +90,30 @@ class JobResult:
     started_at: float = 0.0  # UNIX seconds when a worker picked the job up
     finished_at: float = 0.0  # UNIX seconds when the result was ready
     body: bytes = b""
+    variants: list[JobResult] = field(default_factory=list)  # the other outputs of an optimized job
+
+    def meta(self) -> dict[str, Any]:
+        """Everything but the bytes, JSON-safe."""
+        data = asdict(self)
+        data.pop("body")
+        data["variants"] = [variant.meta() for variant in self.variants]
+        return data
 
     def to_redis(self) -> dict[FieldT, EncodableT]:
-        meta = asdict(self)
-        meta.pop("body")
-        return {"meta": orjson.dumps(meta), "body": self.body}
+        fields: dict[FieldT, EncodableT] = {"meta": orjson.dumps(self.meta()), "body": self.body}
+        for index, variant in enumerate(self.variants):
+            fields[f"body:{index}"] = variant.body
+        return fields
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any], body: bytes = b"") -> JobResult:
+        meta = dict(meta)
+        variants = [cls.from_meta(v) for v in meta.pop("variants", [])]
+        return cls(**meta, body=body, variants=variants)
 
     @classmethod
     def from_redis(cls, fields: dict[bytes, bytes]) -> JobResult:
-        meta = orjson.loads(fields[b"meta"])
-        return cls(**meta, body=fields.get(b"body", b""))
+        result = cls.from_meta(orjson.loads(fields[b"meta"]), fields.get(b"body", b""))
+        for index, variant in enumerate(result.variants):
+            variant.body = fields.get(f"body:{index}".encode(), b"")
+        return result

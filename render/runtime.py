@@ -12,14 +12,16 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import redis
 
 from render import imaging, vision
 from render.blocking import FilterLists
-from render.browser import BrowserSupervisor
-from render.capture import Environment, Output, capture, monotonic_deadline
+from render.browser import BrowserSupervisor, Tab
+from render.capture import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.egress import EgressProxy
 from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
 from render.network_policy import NetworkPolicy
@@ -29,6 +31,7 @@ from render.settings import RenderSettings
 from storage import Storage, StorageError, object_key
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 HEARTBEAT_SECONDS = 5
 
 
@@ -90,7 +93,16 @@ class WorkerRuntime:
 
     def render(self, options: TakeOptions, unix_deadline: float) -> Output:
         """Run one capture on the loop thread, enforcing the deadline from this thread too."""
-        future = asyncio.run_coroutine_threadsafe(self._render(options, unix_deadline), self.loop)
+        return self._run(options, unix_deadline, lambda tab, env, deadline: capture(options, tab, env, deadline))
+
+    def render_variants(self, variants: list[TakeOptions], unix_deadline: float) -> list[Output | ServiceError]:
+        """One page load, one output per variant (bulk `optimize`)."""
+        return self._run(variants[0], unix_deadline,
+                         lambda tab, env, deadline: capture_variants(variants, tab, env, deadline))
+
+    def _run(self, options: TakeOptions, unix_deadline: float,
+             work: Callable[[Tab, Environment, float], Awaitable[T]]) -> T:
+        future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work), self.loop)
         hard_limit = unix_deadline - time.time() + self.settings.deadline_grace_seconds
         try:
             return future.result(timeout=max(0.0, hard_limit))
@@ -101,7 +113,8 @@ class WorkerRuntime:
             asyncio.run_coroutine_threadsafe(self.supervisor.restart(), self.loop).result(timeout=30)
             raise _overran(options) from None
 
-    async def _render(self, options: TakeOptions, unix_deadline: float) -> Output:
+    async def _on_tab(self, options: TakeOptions, unix_deadline: float,
+                      work: Callable[[Tab, Environment, float], Awaitable[T]]) -> T:
         deadline = monotonic_deadline(unix_deadline)
         started = time.monotonic()
         tab = await self.supervisor.acquire()
@@ -110,7 +123,7 @@ class WorkerRuntime:
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress, self.lists)
-                return await capture(options, tab, env, deadline)
+                return await work(tab, env, deadline)
         except TimeoutError:
             raise _overran(options) from None
         except ServiceError:
@@ -133,23 +146,10 @@ class WorkerRuntime:
             return result
         try:
             options = TakeOptions.model_validate(job.options)
-            output = self.render(options, job.deadline)
-            result = JobResult(
-                job.reference, ok=True, rendering_seconds=time.monotonic() - started,
-                content_type=output.content_type, size_bytes=len(output.body), format=output.format,
-                width=output.width, height=output.height, body=output.body,
-                extra={"acquire_seconds": round(self.last_acquire_seconds, 4),
-                       "blocked_requests": output.blocked_requests, "metadata": output.metadata})
-            log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
-                      self.last_acquire_seconds, result.rendering_seconds)
-            if job.vision is not None:
-                result.extra["vision"] = {"completion": self._ask_vision(job, output)}
-            if output.content is not None:
-                body, extension, content_type = output.content
-                result.extra["content_key"] = self._put(
-                    object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
-            if job.store_result or job.store_key:
-                self._store(job, options, result)
+            if job.variants:
+                result = self._handle_variants(job, options, started)
+            else:
+                result = self._finish(job, options, self.render(options, job.deadline), started)
         except ServiceError as error:
             if error.report:
                 log.error("job %s failed: %s", job.reference, error.message)
@@ -162,6 +162,46 @@ class WorkerRuntime:
         result.started_at, result.finished_at = started_at, time.time()
         self._publish(job, result)
         return result
+
+    def _finish(self, job: JobRequest, options: TakeOptions, output: Output, started: float) -> JobResult:
+        """An output made a result: vision asked, content and result stored as the job says."""
+        result = JobResult(
+            job.reference, ok=True, rendering_seconds=time.monotonic() - started,
+            content_type=output.content_type, size_bytes=len(output.body), format=output.format,
+            width=output.width, height=output.height, body=output.body,
+            extra={"acquire_seconds": round(self.last_acquire_seconds, 4),
+                   "blocked_requests": output.blocked_requests, "metadata": output.metadata})
+        log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
+                  self.last_acquire_seconds, result.rendering_seconds)
+        if job.vision is not None:
+            result.extra["vision"] = {"completion": self._ask_vision(job, output)}
+        if output.content is not None:
+            body, extension, content_type = output.content
+            result.extra["content_key"] = self._put(
+                object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
+        if job.store_result or job.store_key:
+            self._store(job, options, result)
+        return result
+
+    def _handle_variants(self, job: JobRequest, options: TakeOptions, started: float) -> JobResult:
+        """The first output's result, carrying the others' in `variants` (each may have failed alone)."""
+        assert job.variants is not None
+        jobs = [job] + [replace(job, reference=v["reference"], options=v["options"], store_result=v["store"],
+                                store_key=None, keep_body=False, vision=None, variants=None)
+                        for v in job.variants]
+        every = [options] + [TakeOptions.model_validate(v["options"]) for v in job.variants]
+        results: list[JobResult] = []
+        for each, each_options, output in zip(jobs, every, self.render_variants(every, job.deadline), strict=True):
+            try:
+                if isinstance(output, ServiceError):
+                    raise output
+                results.append(self._finish(each, each_options, output, started))
+            except ServiceError as error:
+                results.append(JobResult(each.reference, ok=False, error=error.to_payload(),
+                                         rendering_seconds=time.monotonic() - started))
+        first = results[0]
+        first.variants = results[1:]
+        return first
 
     def _ask_vision(self, job: JobRequest, output: Output) -> str:
         """The provider's completion for the final image; the key is opened here, used once, dropped."""

@@ -14,7 +14,6 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict
 
 import orjson
 import redis.asyncio as aioredis
@@ -65,12 +64,10 @@ class Cache:
         record = orjson.loads(raw)
         if record["expires"] <= time.time():
             return None
-        return JobResult(**record["result"]), record["reference"]
+        return JobResult.from_meta(record["result"]), record["reference"]
 
     async def put(self, digest: str, result: JobResult, reference: str, ttl: int) -> None:
-        meta = asdict(result)
-        meta.pop("body")
-        record = {"result": meta, "reference": reference, "expires": time.time() + ttl}
+        record = {"result": result.meta(), "reference": reference, "expires": time.time() + ttl}
         await self._redis.set(_record_key(digest), orjson.dumps(record), ex=ttl)
 
     @asynccontextmanager

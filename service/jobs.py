@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
-from render import jobs as render_jobs
 from render.protocol import JOB_RECORD_TTL_SECONDS, JobRequest, JobResult, job_key, mark_job
 from service import webhooks
 from service.organisations import text
@@ -36,8 +35,7 @@ def webhook_delivery(job: JobRequest, result: JobResult, webhook: dict[str, Any]
     """The delivery a finished job owes its webhook, if any (failures only with webhook_errors)."""
     if not result.ok and not webhook.get("errors"):
         return None
-    meta = asdict(result)
-    meta.pop("body")
+    meta = result.meta()
     return webhooks.Delivery(
         reference=job.reference, organisation=job.organisation, url=webhook["url"], sign=bool(webhook["sign"]),
         trace_id=job.trace_id, options=job.options, result=meta if result.ok else None,
@@ -56,6 +54,8 @@ def _service_settings() -> Settings:
 
 def capture_async(payload: dict[str, Any], webhook: dict[str, Any] | None) -> dict[str, Any]:
     """RQ entry point for async and webhook jobs: render, then finish everything the API would have."""
+    from render import jobs as render_jobs  # the worker's side only: the API never loads Playwright
+
     worker = render_jobs.runtime()
     assert worker.redis is not None
     job = JobRequest.from_json(payload)

@@ -124,7 +124,7 @@ class Courier:
             return present_error(ServiceError.from_payload(delivery.error), delivery.reference, delivery.trace_id,
                                  options)
         assert delivery.result is not None
-        result = JobResult(**delivery.result)
+        result = JobResult.from_meta(delivery.result)
         if options.response_type == "by_format" and result.storage_key:
             result.body = b"".join(self.storage.open(result.storage_key))
         return present_success(options, result, delivery.reference, delivery.trace_id, self.links)

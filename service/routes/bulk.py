@@ -12,6 +12,8 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import time
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,8 +22,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from render import request_params
-from render.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
+from render.protocol import JobRequest, JobResult
 from service.auth import organisation_of
 from service.context import AppContext
 from service.errors import SignatureNotValid
@@ -100,9 +103,6 @@ async def bulk(request: Request) -> Response:
     execute, optimize = _flag(body, "execute"), _flag(body, "optimize")
     if optimize and not execute:
         raise RequestNotValid("optimize requires execute=true.", [ErrorDetail("optimize", "requires execute=true")])
-    if optimize:
-        raise RequestNotValid("optimize is not built yet; send execute=true without it.",
-                              [ErrorDetail("optimize", "not built yet")])
     defaults = body.get("options")
     defaults = {} if defaults is None else defaults
     requests = body.get("requests")
@@ -146,8 +146,100 @@ async def bulk(request: Request) -> Response:
         return {"url": url, "response": _entry_response(
             present_success(options, result, reference, trace_id, context.links))}
 
-    results = await asyncio.gather(*(run_one(p, ok, error) for p, (ok, error) in zip(merged, entries, strict=True)))
+    groups = page_groups(entries) if optimize else []
+    grouped = {index for group in groups for index in group}
+    tasks: dict[int, Awaitable[dict[str, Any]]] = {
+        index: run_one(params_, ok, error)
+        for index, (params_, (ok, error)) in enumerate(zip(merged, entries, strict=True)) if index not in grouped}
+    answers: dict[int, dict[str, Any]] = {}
+
+    async def run_group(group: list[int]) -> None:
+        options = [entries[index][0] for index in group]
+        outcomes = await run_page_once(context, org, [o for o in options if o is not None], trace_id)
+        if outcomes is None:  # not enough concurrency for the whole group: one by one
+            for index in group:
+                answers[index] = await run_one(merged[index], entries[index][0], None)
+            return
+        for index, (reference, outcome) in zip(group, outcomes, strict=True):
+            url = lazy_url(context.settings.service.base_url, merged[index], org, params.access_key or "")
+            entry_options = entries[index][0]
+            assert entry_options is not None
+            presented = (present_error(outcome, reference, trace_id, entry_options) if isinstance(outcome, ServiceError)
+                         else present_success(entry_options, outcome, reference, trace_id, context.links))
+            answers[index] = {"url": url, "response": _entry_response(presented)}
+
+    async def run_single(index: int, task: Awaitable[dict[str, Any]]) -> None:
+        answers[index] = await task
+
+    await asyncio.gather(*(run_group(group) for group in groups),
+                         *(run_single(index, task) for index, task in tasks.items()))
+    results = [answers[index] for index in range(len(merged))]
     return Response(orjson.dumps(results), media_type="application/json")
+
+
+# What may differ between requests that share one page load (bulk `optimize`).
+OUTPUT_FIELDS = frozenset({
+    "format", "response_type", "image_quality", "image_width", "image_height", "omit_background",
+    "selector", "selector_algorithm", "error_on_selector_not_found", "clip_x", "clip_y", "clip_width",
+    "clip_height", "metadata_image_size",
+})
+
+
+def page_groups(entries: list[tuple[TakeOptions | None, ServiceError | None]]) -> list[list[int]]:
+    """Indexes of valid entries that load the same page, in groups of two or more. Entries asking for
+    vision run alone (their key is sealed for their own job)."""
+    groups: dict[bytes, list[int]] = {}
+    for index, (options, _) in enumerate(entries):
+        if options is None or options.vision_provider_api_key is not None:
+            continue
+        page = {k: v for k, v in options.to_payload().items() if k not in OUTPUT_FIELDS}
+        groups.setdefault(orjson.dumps(page, option=orjson.OPT_SORT_KEYS), []).append(index)
+    return [group for group in groups.values() if len(group) > 1]
+
+
+async def run_page_once(context: AppContext, org: Organisation, variants: list[TakeOptions], trace_id: str
+                        ) -> list[tuple[str, JobResult | ServiceError]] | None:
+    """One job loading the page once for every variant: (reference, result or error) each, charged
+    each. None when the organisation's concurrency cannot hold a slot per variant right now."""
+    references = [new_reference() for _ in variants]
+    grace = context.settings.service.result_wait_grace
+    timeout = max(o.timeout for o in variants)
+    reserved: list[str] = []
+    try:
+        for reference in references:
+            await context.quota.reserve(org, reference, timeout + grace + 5)
+            reserved.append(reference)
+    except ServiceError:
+        for reference in reserved:
+            await context.quota.settle(org, reference, success=False)
+        return None
+    outcomes: list[tuple[str, JobResult | ServiceError]] = []
+    try:
+        first = variants[0]
+        job = JobRequest(
+            reference=references[0], organisation=org.id, options=first.to_payload(), trace_id=trace_id,
+            deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
+            store_result=first.response_type == "json", enqueued_at=time.time(),
+            variants=[{"reference": ref, "options": o.to_payload(), "store": o.response_type == "json"}
+                      for ref, o in zip(references[1:], variants[1:], strict=True)])
+        for reference in references:
+            await context.records.queued(reference, org.id)
+        result = await context.dispatcher.run(job, wait_seconds=timeout + grace, job_timeout=int(timeout + grace))
+        if result is None:
+            error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
+            outcomes = [(reference, error) for reference in references]
+        elif not result.ok and not result.variants:  # the page itself failed: every variant with it
+            failure = ServiceError.from_payload(result.error or {})
+            outcomes = [(reference, failure) for reference in references]
+        else:
+            for each in [result, *result.variants]:
+                await context.records.finished(each.reference, each)
+                outcomes.append((each.reference, each if each.ok else ServiceError.from_payload(each.error or {})))
+        return outcomes
+    finally:
+        succeeded = {reference for reference, outcome in outcomes if isinstance(outcome, JobResult)}
+        for reference in references:
+            await asyncio.shield(context.quota.settle(org, reference, success=reference in succeeded))
 
 
 def _validated(params: dict[str, Any], execute: bool) -> tuple[TakeOptions | None, ServiceError | None]:

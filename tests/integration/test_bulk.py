@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import json
+import uuid
 
 import httpx
 import pytest
@@ -80,7 +81,7 @@ def test_eager_entries_carry_each_response(client: httpx.Client, org: Org, site:
     ({"requests": []}, "requests"),
     ({"requests": [{"url": "https://example.com/"}] * 21}, "requests"),
     ({"requests": "nope"}, "requests"),
-    ({"requests": [{"url": "https://example.com/"}], "optimize": True}, "optimize"),
+    ({"requests": [{"url": "https://example.com/"}], "optimize": True}, "optimize"),  # needs execute
     ({"requests": [{"url": "https://example.com/"}], "options": []}, "options"),
     ({"requests": [{"url": "https://example.com/"}], "surprise": 1}, "surprise"),
 ])
@@ -89,3 +90,28 @@ def test_bad_bulk_bodies_name_the_field(client: httpx.Client, org: Org, body: di
     assert response.status_code == 400
     assert response.json()["error_code"] == "request_not_valid"
     assert response.json()["error_details"][0]["field"] == field
+
+
+def test_optimize_loads_each_page_once_for_all_its_outputs(client: httpx.Client, org: Org, site: Site) -> None:
+    page = uuid.uuid4().hex
+    url = site.url(f"/colours.html?{page}")
+    response = bulk(client, org, execute=True, optimize=True,
+                    options={"url": url, "viewport_width": 200, "viewport_height": 100},
+                    requests=[{}, {"format": "jpeg", "image_width": 100}, {"selector": ".top"},
+                              {"response_type": "json", "format": "webp"}, {"selector": ".absent"},
+                              {"viewport_width": 300}])
+    assert response.status_code == 200, response.text
+    full, small, top, as_json, absent, wider = [entry["response"] for entry in response.json()]
+    # One load for the five outputs of the 200x100 page, one for the 300-wide one.
+    assert site.queries_to("/colours.html").count(page) == 2
+    assert (decode(base64.b64decode(full["body"])).width, decode(base64.b64decode(full["body"])).height) == (200, 100)
+    jpeg = decode(base64.b64decode(small["body"]))
+    assert jpeg.get("vips-loader").startswith("jpeg") and (jpeg.width, jpeg.height) == (100, 50)
+    red = decode(base64.b64decode(top["body"]))
+    assert (red.width, red.height) == (200, 50) and near(rgb_at(red, 100, 25), (255, 0, 0))
+    stored = json.loads(base64.b64decode(as_json["body"]))
+    assert decode(httpx.get(stored["screenshot_url"]).content).get("vips-loader").startswith("webp")
+    assert absent["status"] == 400
+    assert json.loads(base64.b64decode(absent["body"]))["error_code"] == "selector_not_found"
+    assert decode(base64.b64decode(wider["body"])).width == 300
+    assert used(client, org) == 5  # every output that succeeded, not the failed one
