@@ -100,7 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         parts = urlsplit(self.path)
-        self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}, parts.query))
+        self.server.log.append((parts.path, {k.lower(): v for k, v in self.headers.items()}))
+        self.server.queries.append((parts.path, parts.query))
         route = self.server.routes.get(parts.path)
         result = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
         status, content_type, body = result[:3]
@@ -123,7 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    log: list[tuple[str, dict[str, str], str]]
+    log: list[tuple[str, dict[str, str]]]  # (path, headers) of each request
+    queries: list[tuple[str, str]]  # (path, query string) of each request
     routes: dict[str, Handler]
 
 
@@ -138,6 +140,7 @@ class Site:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.server.log = []
+        self.server.queries = []
         # This site's own table: some pages name the site's port.
         self.server.routes = {**ROUTES, **control_pages.pages(self.port), **annoyance_pages.routes(self.port)}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -155,11 +158,11 @@ class Site:
 
     def requests_to(self, path: str) -> list[dict[str, str]]:
         """Headers of every request this site received for `path`, oldest first."""
-        return [headers for seen, headers, _ in list(self.server.log) if seen == path]
+        return [headers for seen, headers in list(self.server.log) if seen == path]
 
     def queries_to(self, path: str) -> list[str]:
         """Query strings of every request this site received for `path`, oldest first."""
-        return [query for seen, _, query in list(self.server.log) if seen == path]
+        return [query for seen, query in list(self.server.queries) if seen == path]
 
     def __enter__(self) -> Site:
         self.thread.start()
