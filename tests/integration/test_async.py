@@ -200,3 +200,14 @@ def test_bad_async_parameters(isolated_http: httpx.Client, isolated_org: Org, si
     assert response.status_code == 400
     assert field in [d["field"] for d in response.json()["error_details"]]
     assert usage(isolated_http, isolated_org)["concurrency"]["remaining"] == 10
+
+
+def test_async_captures_take_delays_beyond_the_synchronous_limit(isolated_http: httpx.Client, isolated_org: Org,
+                                                                 site: Site, receiver: Receiver) -> None:
+    response = take(isolated_http, isolated_org, site, **{
+        "async": "true", "delay": "31", "timeout": "120", "webhook_url": receiver.url("/late")})
+    assert response.status_code == 202, response.text
+    accepted = time.time()
+    [delivery] = receiver.wait_for("/late", timeout=120)
+    assert delivery.at - accepted >= 31  # the delay was waited, not clipped to the synchronous 30 s
+    assert decode(delivery.body).width == 200

@@ -98,7 +98,8 @@ def test_optimize_loads_each_page_once_for_all_its_outputs(client: httpx.Client,
     response = bulk(client, org, execute=True, optimize=True,
                     options={"url": url, "viewport_width": 200, "viewport_height": 100},
                     requests=[{}, {"format": "jpeg", "image_width": 100}, {"selector": ".top"},
-                              {"response_type": "json", "format": "webp"}, {"selector": ".absent", "error_on_selector_not_found": True},
+                              {"response_type": "json", "format": "webp"},
+                              {"selector": ".absent", "error_on_selector_not_found": True},
                               {"viewport_width": 300}])
     assert response.status_code == 200, response.text
     full, small, top, as_json, absent, wider = [entry["response"] for entry in response.json()]
