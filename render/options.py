@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import zoneinfo
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -98,6 +98,7 @@ class TakeOptions(BaseModel):
     """Every parameter of `/take`. Defaults are the spec's; `None` means "not given"."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    job_kind: ClassVar[str] = "take"  # which worker routine runs it (animate.options.AnimateOptions: "animate")
 
     # Source: exactly one.
     url: str | None = param(None, "Source", "HTTP or HTTPS address of the page to capture.")

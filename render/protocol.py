@@ -63,6 +63,7 @@ class JobRequest:
     # Bulk `optimize`: further outputs of the same page, each {"reference", "options", "store"}; the
     # page is loaded once with `options` and every variant's output derived from it.
     variants: list[dict[str, Any]] | None = None
+    kind: str = "take"  # the options model and routine: "take", or "animate" (registered by the worker command)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

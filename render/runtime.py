@@ -32,6 +32,7 @@ from storage import Storage, StorageError, object_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Work = Callable[[Any, Tab, Environment, float], Awaitable[Output]]  # (options, tab, env, deadline) -> Output
 HEARTBEAT_SECONDS = 5
 
 
@@ -59,6 +60,7 @@ class WorkerRuntime:
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
         self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
+        self.kinds: dict[str, tuple[type[TakeOptions], Work]] = {"take": (TakeOptions, capture)}
 
     def start(self) -> None:
         """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
@@ -90,6 +92,11 @@ class WorkerRuntime:
             except redis.RedisError:
                 log.warning("heartbeat failed", exc_info=True)
             await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def register(self, kind: str, model: type[TakeOptions], work: Work) -> None:
+        """Jobs of `kind` are validated with `model` and run by `work` (the worker command registers
+        /animate's recorder here: render never imports animate)."""
+        self.kinds[kind] = (model, work)
 
     def render(self, options: TakeOptions, unix_deadline: float) -> Output:
         """Run one capture on the loop thread, enforcing the deadline from this thread too."""
@@ -145,11 +152,13 @@ class WorkerRuntime:
             self._publish(job, result)
             return result
         try:
-            options = TakeOptions.model_validate(job.options)
+            model, work = self.kinds[job.kind]
+            options = model.model_validate(job.options)
             if job.variants:
                 result = self._handle_variants(job, options, started)
             else:
-                result = self._finish(job, options, self.render(options, job.deadline), started)
+                output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline))
+                result = self._finish(job, options, output, started)
         except ServiceError as error:
             if error.report:
                 log.error("job %s failed: %s", job.reference, error.message)

@@ -12,8 +12,9 @@ from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
 from render import jobs
+from render.options import TakeOptions
 from render.protocol import QUEUE_NAME
-from render.runtime import WorkerRuntime
+from render.runtime import Work, WorkerRuntime
 from render.settings import RenderSettings
 from storage import StorageSettings, open_storage
 
@@ -21,11 +22,13 @@ log = logging.getLogger(__name__)
 
 
 def run_worker(redis_url: str, settings: RenderSettings, storage_settings: StorageSettings,
-               *, burst: bool = False) -> None:
+               *, burst: bool = False, kinds: dict[str, tuple[type[TakeOptions], Work]] | None = None) -> None:
     """Serve capture jobs until SIGTERM/SIGINT (finishing the current job first)."""
     connection = redis.Redis.from_url(redis_url)
     name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     runtime = WorkerRuntime(settings, open_storage(storage_settings), connection, name=name)
+    for kind, (model, work) in (kinds or {}).items():
+        runtime.register(kind, model, work)
     runtime.start()
     jobs.install(runtime)
     queue = Queue(QUEUE_NAME, connection=connection, serializer=JSONSerializer)

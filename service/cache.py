@@ -33,7 +33,8 @@ def cache_key(organisation: str, options: TakeOptions) -> str:
     """The entry's hex digest for these options."""
     params = {name: value for name, value in options.model_dump(mode="json", by_alias=True, exclude_unset=True)
               .items() if name not in NOT_IN_KEY}
-    material = orjson.dumps({"organisation": organisation, "params": params, "cache_key": options.cache_key},
+    material = orjson.dumps({"organisation": organisation, "route": options.job_kind, "params": params,
+                             "cache_key": options.cache_key},
                             option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(material).hexdigest()
 

@@ -60,7 +60,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not settings.service.redis_url:
         raise SystemExit("error: `worker` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
     _configure_logging(settings)
-    run_worker(settings.service.redis_url, settings.render, settings.storage, burst=args.burst)
+    from animate.options import AnimateOptions
+    from animate.recorder import record
+
+    run_worker(settings.service.redis_url, settings.render, settings.storage, burst=args.burst,
+               kinds={AnimateOptions.job_kind: (AnimateOptions, record)})
     return 0
 
 

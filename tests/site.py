@@ -81,7 +81,26 @@ def _slow(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     return _html("<html><body>slow</body></html>")
 
 
+# The scroll position is readable from any frame: red at row y of the page is y / 16 (0 at the top,
+# 250 at 4000 px), blue its complement. Links for scroll_try_navigate.
+GRADIENT = """<!DOCTYPE html><html><head><title>gradient</title><style>
+html, body { margin: 0; }
+#g { height: 4000px; background: linear-gradient(to bottom, rgb(0,0,255) 0px, rgb(250,0,5) 4000px); }
+#mark { position: absolute; top: 2400px; height: 10px; width: 10px; }
+a { position: absolute; top: 10px; left: 10px; font-size: 1px; }
+</style></head><body><div id="g"></div><div id="mark"></div>
+<a href="/colours.html?from=gradient">Pricing</a></body></html>"""
+
+# The whole page fades from red to blue over 2 s after load: a real-time recording shows both.
+FADING = """<!DOCTYPE html><html><head><style>
+html, body { margin: 0; height: 100%; }
+body { animation: fade 2s linear forwards; background: rgb(255,0,0); }
+@keyframes fade { from { background: rgb(255,0,0); } to { background: rgb(0,0,255); } }
+</style></head><body></body></html>"""
+
 ROUTES: dict[str, Handler] = {
+    "/gradient.html": lambda q: _html(GRADIENT),
+    "/fading.html": lambda q: _html(FADING),
     "/colours.html": lambda q: _html(COLOURS),
     "/probe.html": lambda q: _html(VIEWPORT_PROBE),
     "/article.html": lambda q: _html(ARTICLE),

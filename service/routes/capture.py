@@ -1,4 +1,4 @@
-"""`/take` (synchronous, cached, async and webhook captures), job status, and the not yet built `/animate`."""
+"""`/take` and `/animate` (synchronous, cached, async and webhook captures) and job status."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -13,6 +14,7 @@ import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from animate.options import AnimateOptions, parse_animate_options
 from render import request_params, vision
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
@@ -28,6 +30,7 @@ from storage import StorageError
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
+ANIMATE_ARRAYS = list_fields(AnimateOptions)
 SLOT_MARGIN_SECONDS = 5
 # An async job may wait in the queue: its slot is held that much longer before it can expire.
 ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
@@ -65,13 +68,20 @@ async def take_post(request: Request) -> Response:
     return await take(request)
 
 
-async def take(request: Request) -> Response:
+@router.api_route("/animate", methods=["GET", "POST"], summary="Record a page: a video or a scroll animation")
+async def animate(request: Request) -> Response:
+    return await take(request, parse_animate_options, ANIMATE_ARRAYS)
+
+
+async def take(request: Request, parse: Callable[[dict[str, Any]], TakeOptions] = parse_take_options,
+               arrays: frozenset[str] = TAKE_ARRAYS) -> Response:
+    """/take and /animate: synchronous, cached, async or with a webhook."""
     context: AppContext = request.app.state.context
     started = time.monotonic()
     trace_id = request.state.trace_id
-    params = await read_params(request, TAKE_ARRAYS)
+    params = await read_params(request, arrays)
     org = await authenticate(params, context.organisations)
-    options = parse_take_options(params.values)
+    options = parse(params.values)
     request_params.check(options)
     if options.webhook_url is not None:
         await webhooks.check_target(options.webhook_url, context.policy)
@@ -130,7 +140,7 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
         job = JobRequest(
             reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
             deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
-            vision=vision_request(context, options, reference))
+            vision=vision_request(context, options, reference), kind=options.job_kind)
         await context.records.queued(reference, org.id)
         await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),
                                         webhook_settings(options)), job_timeout=int(options.timeout + grace),
@@ -194,7 +204,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
             store_result=store, enqueued_at=time.time(), store_key=store_key,
             keep_body=keep_body or (store and options.response_type == "by_format"),
-            vision=vision_request(context, options, reference))
+            vision=vision_request(context, options, reference), kind=options.job_kind)
         await context.records.queued(reference, org.id)
         result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                               job_timeout=int(options.timeout + grace))
@@ -250,13 +260,3 @@ async def job_status(request: Request, reference: str) -> Response:
     if "webhook" in record:
         body["webhook"] = {"status": record["webhook"], "attempts": int(record.get("webhook_attempts", 0))}
     return JSONResponse(body)
-
-
-def _not_built(route: str, issue: str) -> RequestNotValid:
-    return RequestNotValid(f"{route} is not available on this server yet ({issue}).",
-                           [ErrorDetail("request", f"{route} is not built yet")])
-
-
-@router.api_route("/animate", methods=["GET", "POST"], summary="Record a page (not built yet)")
-async def animate(request: Request) -> Response:
-    raise _not_built("/animate", "page recordings are planned")

@@ -89,11 +89,6 @@ def test_body_too_large(client: httpx.Client, org: Org) -> None:
     assert streamed.status_code == 413 and streamed.json()["error_code"] == "request_body_too_large"
 
 
-def test_unbuilt_routes_are_refused(client: httpx.Client, org: Org) -> None:
-    animate = client.get("/v1/screenshot/animate", params={"access_key": org.access_key})
-    assert animate.status_code == 400 and "not available" in animate.json()["error_message"]
-
-
 def test_two_hundred_requests_wait_at_once(service: RunningService, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
     """The API keeps serving while 200 captures wait for the workers."""
     org = make_org(concurrency=250)
