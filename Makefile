@@ -24,6 +24,7 @@ bench: system venv
 
 docs: venv
 	$(BIN)/python -m render.reference > docs/parameters.md
+	$(BIN)/python -m animate.reference > docs/animate.md
 
 system:
 	@bash deploy/install-system-packages.sh

@@ -48,6 +48,8 @@ tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</
 ADS_PAGE = SIMPLE_PAGE.replace("</body>", "".join(
     f'<img src="/bench/img/{i}.gif" width="80" height="60">' for i in range(9)) + "".join(
     f'<img src="/ads/banner_{i}.gif" width="728" height="90">' for i in range(3)) + "</body>")
+# A long page (the simple page's card 30 times) for the 5 s scroll recording.
+TALL_PAGE = SIMPLE_PAGE.replace("</body>", SIMPLE_PAGE.split("<body>")[1].split("</body>")[0] * 30 + "</body>")
 GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
        b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
@@ -118,7 +120,7 @@ async def _new_key(redis_url: str) -> str:
         await connection.aclose()
 
 
-def service(url: str, shots: int, workers: int, ads_url: str) -> tuple[Stats, Stats, Stats, Stats, Stats]:
+def service(url: str, shots: int, workers: int, ads_url: str) -> tuple[Stats, Stats, Stats, Stats, Stats, Stats]:
     """The service as deployed, over HTTP."""
     # The production path: network policy on (every connection through the egress proxy), with only
     # the benchmark site's address opened.
@@ -155,12 +157,24 @@ def service(url: str, shots: int, workers: int, ads_url: str) -> tuple[Stats, St
                 results = [shot(extra) for _ in range(shots)]
                 ads.append(Stats.of(name, [r[0] for r in results], time.perf_counter() - started,
                                     [r[1] for r in results]))
+            recordings = []
+            for _ in range(3):
+                started = time.perf_counter()
+                video = http.get("/v1/screenshot/animate", params={
+                    "access_key": key, "url": url.replace("simple.html", "tall.html"), "scenario": "scroll",
+                    "duration": "5", "viewport_width": "1280", "viewport_height": "720", "scroll_back": "false",
+                    "scroll_complete": "false"}, timeout=120)
+                if video.status_code != 200:
+                    raise RuntimeError(f"recording failed: {video.status_code} {video.text[:200]}")
+                recordings.append((time.perf_counter() - started, float(video.headers["x-service-rendering-seconds"])))
+            animation = Stats.of("service, 5 s 1280x720 scroll mp4", [r[0] for r in recordings],
+                                 sum(r[0] for r in recordings), [r[1] for r in recordings])
             shot({"cache": "true"})  # the one render that fills the entry
             started = time.perf_counter()
             results = [shot({"cache": "true"}) for _ in range(shots)]
             hits = Stats.of("service, cache hit", [r[0] for r in results], time.perf_counter() - started,
                             [r[1] for r in results])
-    return seq, par, ads[0], ads[1], hits
+    return seq, par, ads[0], ads[1], hits, animation
 
 
 def table(rows: list[Stats]) -> str:
@@ -181,6 +195,7 @@ def main() -> None:
     args = parser.parse_args()
     ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
     ROUTES["/bench/ads.html"] = lambda query: _html(ADS_PAGE)
+    ROUTES["/bench/tall.html"] = lambda query: _html(TALL_PAGE)
     for i in range(9):
         ROUTES[f"/bench/img/{i}.gif"] = lambda query: (200, "image/gif", GIF)
     for i in range(3):
@@ -192,9 +207,10 @@ def main() -> None:
         plain_seq, plain_par, plain_ads = asyncio.run(plain_script(url, args.shots, ads_url))
         print(f"Service ({args.workers} workers) over HTTP: the same, and the page with ads with block_ads ...",
               flush=True)
-        service_seq, service_par, service_ads, service_blocking, hits = service(url, args.shots, args.workers,
-                                                                                ads_url)
-    rows = [plain_seq, service_seq, plain_par, service_par, plain_ads, service_ads, service_blocking, hits]
+        service_seq, service_par, service_ads, service_blocking, hits, animation = service(
+            url, args.shots, args.workers, ads_url)
+    rows = [plain_seq, service_seq, plain_par, service_par, plain_ads, service_ads, service_blocking, hits,
+            animation]
     print()
     print(table(rows))
     overhead = (service_seq.p50 - (service_seq.rendering_p50 or 0)) * 1000
@@ -206,6 +222,7 @@ def main() -> None:
           f"with block_ads / without: {service_blocking.p50 / service_ads.p50:.2f}x")
     print(f"cache hit p50 vs a render of the same page (service, sequential): "
           f"{service_seq.p50 / hits.p50:.1f}x faster")
+    print(f"5 s 1280x720 scroll mp4: p50 {animation.p50:.2f} s end to end = {animation.p50 / 5:.2f}x its duration")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "latest.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))

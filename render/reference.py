@@ -40,11 +40,13 @@ def _default(value: Any) -> str:
     return f"`{value}`"
 
 
-def parameters_markdown() -> str:
-    """Every /take parameter, grouped as in the spec, with type, default and what it does."""
-    properties = TakeOptions.model_json_schema(by_alias=True)["properties"]
+def parameter_tables(model: type[TakeOptions], names: list[str] | None = None) -> dict[str, list[str]]:
+    """Markdown table rows of `model`'s parameters (all, or `names`), by group."""
+    properties = model.model_json_schema(by_alias=True)["properties"]
     groups: dict[str, list[str]] = {}
-    for name, field in TakeOptions.model_fields.items():
+    for name, field in model.model_fields.items():
+        if names is not None and name not in names:
+            continue
         alias = field.alias or name
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         group = str(extra.get("group", "Other"))
@@ -53,6 +55,12 @@ def parameters_markdown() -> str:
         default = str(shown) if shown is not None else _default(field.default)
         groups.setdefault(group, []).append(
             f"| `{alias}` | {_type(properties[alias])} | {default} | {description} |")
+    return groups
+
+
+def parameters_markdown() -> str:
+    """Every /take parameter, grouped as in the spec, with type, default and what it does."""
+    groups = parameter_tables(TakeOptions)
     lines = [
         "# /take parameters",
         "",

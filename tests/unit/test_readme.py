@@ -23,3 +23,9 @@ def test_parameter_reference_is_current() -> None:
     from render.reference import parameters_markdown
 
     assert (ROOT / "docs" / "parameters.md").read_text() == parameters_markdown(), "run `make docs`"
+
+
+def test_animate_reference_is_current() -> None:
+    from animate.reference import animate_markdown
+
+    assert (ROOT / "docs" / "animate.md").read_text() == animate_markdown(), "run `make docs`"
