@@ -3,6 +3,8 @@ recording, and scroll positions read back from each frame of a page whose colour
 
 from __future__ import annotations
 
+import subprocess
+
 import httpx
 import pytest
 
@@ -155,3 +157,15 @@ def test_bad_parameters_name_the_field(client: httpx.Client, org: Org, site: Sit
     assert response.status_code == 400, response.text
     assert response.json()["error_code"] == code
     assert field in [d["field"] for d in response.json()["error_details"]]
+
+
+def test_a_recording_out_of_time_is_a_timeout_and_leaves_no_ffmpeg(client: httpx.Client, org: Org,
+                                                                   site: Site) -> None:
+    # The page takes 3 s to load, the recording 3 s more: past the 5 s timeout while ffmpeg is encoding.
+    response = animate(client, org, url=site.url("/slow?ms=3000"), duration="3", timeout="5",
+                       viewport_width="160", viewport_height="120")
+    assert response.status_code == 500, response.text
+    assert response.json()["error_code"] == "timeout_error"
+    assert "timeout" in response.json()["error_message"]
+    leftover = subprocess.run(["pgrep", "-f", "animate-.*\\.mp4"], capture_output=True, text=True).stdout
+    assert leftover == "", f"ffmpeg still running: {leftover}"
