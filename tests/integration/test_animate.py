@@ -169,3 +169,14 @@ def test_a_recording_out_of_time_is_a_timeout_and_leaves_no_ffmpeg(client: httpx
     assert "timeout" in response.json()["error_message"]
     leftover = subprocess.run(["pgrep", "-f", "animate-.*\\.mp4"], capture_output=True, text=True).stdout
     assert leftover == "", f"ffmpeg still running: {leftover}"
+
+
+def test_scroll_navigate_to_url_goes_there(client: httpx.Client, org: Org, site: Site) -> None:
+    response = animate(client, org, url=site.url("/gradient.html"), scenario="scroll", duration="1",
+                       viewport_width="160", viewport_height="120", scroll_try_navigate="true",
+                       scroll_navigate_after="300", scroll_back="false",
+                       scroll_navigate_to_url=site.url("/colours.html?to=given"))
+    assert response.status_code == 200, response.text
+    last = frames(response.content, 160, 120)[-1]
+    assert rgb(last, 160, 80, 20)[0] > 200 and rgb(last, 160, 80, 100)[2] > 200  # /colours.html
+    assert "to=given" in site.queries_to("/colours.html")
