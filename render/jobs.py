@@ -28,6 +28,6 @@ def capture(payload: dict[str, Any]) -> dict[str, Any]:
     worker = runtime()
     job = JobRequest.from_json(payload)
     if worker.redis is not None:
-        mark_job(worker.redis, job.reference, status="rendering")
+        mark_job(worker.redis, job.reference, status="rendering", worker=worker.name)
     result = worker.handle(job)
     return {"ok": result.ok, "error_code": (result.error or {}).get("error_code")}

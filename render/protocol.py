@@ -24,6 +24,14 @@ JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
 ASYNC_JOB_FUNCTION = "service.jobs.capture_async"
 
 
+ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
+
+
+def alive_key(worker: str) -> str:
+    """Exists while the worker `worker` is alive (its heartbeat)."""
+    return f"alive:{worker}"
+
+
 def job_key(reference: str) -> str:
     """Redis hash of a job's state for GET /jobs/{reference}: organisation, status, error, storage_key."""
     return f"job:{reference}"

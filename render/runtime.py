@@ -26,14 +26,22 @@ from render.egress import EgressProxy
 from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
 from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
-from render.protocol import RESULT_TTL_SECONDS, WORKERS_SEEN_KEY, JobRequest, JobResult, result_key
+from render.protocol import (
+    ALIVE_TTL_SECONDS,
+    RESULT_TTL_SECONDS,
+    WORKERS_SEEN_KEY,
+    JobRequest,
+    JobResult,
+    alive_key,
+    result_key,
+)
 from render.settings import RenderSettings
 from storage import Storage, StorageError, object_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Work = Callable[[Any, Tab, Environment, float], Awaitable[Output]]  # (options, tab, env, deadline) -> Output
-HEARTBEAT_SECONDS = 5
+HEARTBEAT_SECONDS = 1
 
 
 def _overran(options: TakeOptions) -> CaptureTimeout:
@@ -85,10 +93,20 @@ class WorkerRuntime:
         self._thread.join(timeout=5)
 
     async def _heartbeat(self) -> None:
+        """Every second: `alive:<name>` (expires in ALIVE_TTL_SECONDS, so a killed worker's jobs are known
+        dead within seconds) and the last-seen time /readyz counts."""
         assert self.redis is not None
+        connection = self.redis
+
+        def beat() -> None:
+            with connection.pipeline(transaction=False) as pipe:
+                pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)
+                pipe.zadd(WORKERS_SEEN_KEY, {self.name: time.time()})
+                pipe.execute()
+
         while True:
             try:
-                await asyncio.to_thread(self.redis.zadd, WORKERS_SEEN_KEY, {self.name: time.time()})
+                await asyncio.to_thread(beat)
             except redis.RedisError:
                 log.warning("heartbeat failed", exc_info=True)
             await asyncio.sleep(HEARTBEAT_SECONDS)

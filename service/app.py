@@ -20,7 +20,7 @@ from render.network_policy import NetworkPolicy
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
-from service.errors import RequestBodyTooLarge
+from service.errors import RequestBodyTooLarge, TemporaryUnavailable
 from service.jobs import JobRecords
 from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
@@ -143,6 +143,13 @@ def create_app(settings: Settings) -> FastAPI:
         if error.report:
             log.error("%s: %s (trace %s)", error.code, error.message, getattr(request.state, "trace_id", ""))
         return error_response(error, getattr(request.state, "trace_id", None))
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_unavailable(request: Request, error: redis.RedisError) -> JSONResponse:
+        trace_id = getattr(request.state, "trace_id", None)
+        log.warning("redis unavailable: %s (trace %s)", type(error).__name__, trace_id)
+        return error_response(TemporaryUnavailable(
+            "The service's queue store (Redis) is unreachable; retry shortly."), trace_id)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, error: Exception) -> JSONResponse:

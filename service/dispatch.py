@@ -20,7 +20,8 @@ import redis.asyncio as aioredis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from render.protocol import JOB_FUNCTION, QUEUE_NAME, JobRequest, JobResult, result_key
+from render.errors import InternalError
+from render.protocol import JOB_FUNCTION, QUEUE_NAME, JobRequest, JobResult, alive_key, job_key, result_key
 from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,20 @@ class Dispatcher:
                 result = await self._take_result(job.reference)
                 if result is not None:
                     return result
+                if await self.worker_died(job.reference):
+                    return JobResult(job.reference, ok=False, error=InternalError(
+                        "The worker rendering this capture stopped (it crashed or was killed); nothing was "
+                        "charged. Retry the request.").to_payload())
         finally:
             self._waiters.pop(job.reference, None)
+
+    async def worker_died(self, reference: str) -> bool:
+        """True when the worker that took the job has stopped beating (killed, crashed, lost)."""
+        worker = await self._redis.hget(job_key(reference), "worker")
+        if not worker:
+            return False
+        name = worker.decode() if isinstance(worker, bytes) else str(worker)
+        return not await self._redis.exists(alive_key(name))
 
     async def _take_result(self, reference: str) -> JobResult | None:
         async with self._redis.pipeline(transaction=True) as pipe:

@@ -61,7 +61,7 @@ def capture_async(payload: dict[str, Any], webhook: dict[str, Any] | None) -> di
     job = JobRequest.from_json(payload)
     # Time spent waiting in the queue is not the capture's: its timeout starts now.
     job = replace(job, deadline=time.time() + job.timeout)
-    mark_job(worker.redis, job.reference, status="rendering")
+    mark_job(worker.redis, job.reference, status="rendering", worker=worker.name)
     result = worker.handle(job)
     settle_now(worker.redis, job.organisation, job.reference, success=result.ok)
     mark_job(worker.redis, job.reference, **outcome_fields(result))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import threading
@@ -98,7 +99,27 @@ body { animation: fade 2s linear forwards; background: rgb(255,0,0); }
 @keyframes fade { from { background: rgb(255,0,0); } to { background: rgb(0,0,255); } }
 </style></head><body></body></html>"""
 
+def _loop(query: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str, str]]:
+    """Redirects to itself forever."""
+    return 302, "text/plain", b"", {"Location": f"/loop?n={int(query.get('n', ['0'])[0]) + 1}"}
+
+
+@functools.cache
+def _huge() -> bytes:
+    """100 MB of text in one page (made on first request)."""
+    return b"<html><body>" + b"x" * (100 * 1024 * 1024) + b"</body></html>"
+
+
+MEMORY_BOMB = """<html><body>bomb<script>
+const hoard = []; setInterval(() => { for (let i = 0; i < 50; i++) hoard.push(new Array(1e6).fill(i)); }, 10);
+</script></body></html>"""
+NEVER_LOADS = """<html><body>loading forever<img src="/slow?ms=600000"></body></html>"""
+
 ROUTES: dict[str, Handler] = {
+    "/loop": _loop,
+    "/huge.html": lambda q: (200, "text/html", _huge()),
+    "/memory-bomb.html": lambda q: _html(MEMORY_BOMB),
+    "/never-loads.html": lambda q: _html(NEVER_LOADS),
     "/gradient.html": lambda q: _html(GRADIENT),
     "/fading.html": lambda q: _html(FADING),
     "/colours.html": lambda q: _html(COLOURS),

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
 from render import request_params, vision
-from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
+from render.errors import CaptureTimeout, ErrorDetail, InternalError, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import ASYNC_JOB_FUNCTION, JobRequest, JobResult
 from service import cache, jobs, webhooks
@@ -250,6 +250,10 @@ async def job_status(request: Request, reference: str) -> Response:
     if record.get("organisation") != org.id:
         raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept 7 days).",
                           [ErrorDetail("reference", "unknown")])
+    if record.get("status") == "rendering" and await context.dispatcher.worker_died(reference):
+        record["status"] = "failed"
+        record["error"] = json.dumps(InternalError(
+            "The worker rendering this capture stopped (it crashed or was killed); send it again.").to_payload())
     body: dict[str, Any] = {"is_successful": True, "reference": reference, "status": record.get("status")}
     if record.get("status") == "failed" and record.get("error"):
         error = json.loads(record["error"])

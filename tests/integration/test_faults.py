@@ -1,0 +1,208 @@
+"""Surviving faults, on a service of the module's own (its own redis-server, two workers): a worker
+killed mid-job, Chromium killed mid-job, Redis stopped and started again, hostile pages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from service.organisations import OrganisationStore
+from tests.conftest import Org
+from tests.servers import RunningService, free_port, running_service, wait_for
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+WORKERS = 2
+
+
+class RestartableRedis:
+    """A redis-server with an append-only file, so it can stop and come back with its data."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.dir, self.port = data_dir, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--loglevel", "warning"], stdout=subprocess.DEVNULL)
+        wait_for(lambda: redis.Redis.from_url(self.url).ping(), 10, "redis-server")
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableRedis]:
+    server = RestartableRedis(tmp_path_factory.mktemp("faults-redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def isolated(store: RestartableRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    with running_service(store.url, tmp_path_factory.mktemp("faults-service"), workers=WORKERS,
+                         SCREENSHOT_RESULT_WAIT_GRACE="2") as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_org(store: RestartableRedis) -> Org:
+    async def create() -> Org:
+        connection = redis.asyncio.Redis.from_url(store.url)
+        try:
+            created = await OrganisationStore(connection).create("faults", quota=100, concurrency=4)
+        finally:
+            await connection.aclose()
+        return Org(created.organisation.id, created.access_key, created.organisation.signing_key or "")
+
+    return asyncio.run(create())
+
+
+def take(http: httpx.Client, org: Org, url: str, **params: str) -> httpx.Response:
+    return http.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, "viewport_width": "200",
+                                                   "viewport_height": "100", **params}, timeout=60)
+
+
+def usage(http: httpx.Client, org: Org) -> dict:  # type: ignore[type-arg]
+    return http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()  # type: ignore[no-any-return]
+
+
+def rendering_worker(store: RestartableRedis) -> str:
+    """The name of the worker rendering the one job in progress."""
+    connection = redis.Redis.from_url(store.url)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for key in connection.scan_iter("job:*"):
+            record = connection.hgetall(key)
+            if record.get(b"status") == b"rendering" and record.get(b"worker"):
+                return record[b"worker"].decode()
+        time.sleep(0.05)
+    raise TimeoutError("no job started rendering")
+
+
+def role_of(isolated: RunningService, worker_name: str) -> str:
+    pid = int(worker_name.split(".")[-2])
+    return next(role for role, process in isolated.processes.items() if process.pid == pid)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def in_background(call):  # type: ignore[no-untyped-def]
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("value", call()))
+    thread.start()
+    return thread, box
+
+
+def test_a_worker_killed_mid_job_is_a_clear_error_uncharged_and_the_others_carry_on(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    with httpx.Client(base_url=isolated.url) as http:
+        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=8000"), timeout="30"))
+        victim = role_of(isolated, rendering_worker(store))
+        os.killpg(isolated.processes[victim].pid, signal.SIGKILL)  # the worker and its Chromium
+        thread.join(30)
+        response = box["value"]
+        assert isinstance(response, httpx.Response)
+        assert response.status_code == 500, response.text
+        assert response.json()["error_code"] == "internal_application_error"
+        assert "stopped" in response.json()["error_message"]
+        record = usage(http, fresh_org)
+        assert record["used"] == 0 and record["concurrency"]["remaining"] == 4
+        survivor = take(http, fresh_org, site.url("/colours.html"))
+        assert survivor.status_code == 200 and usage(http, fresh_org)["used"] == 1
+        isolated.restart(victim)
+        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
+
+
+def test_chromium_killed_mid_job_restarts_and_the_next_request_succeeds(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    with httpx.Client(base_url=isolated.url) as http:
+        loading = len(site.requests_to("/slow"))
+        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=8000"), timeout="30"))
+        worker = isolated.processes[role_of(isolated, rendering_worker(store))]
+        wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
+        browsers = [pid for pid in descendants(worker.pid) if "chrom" in Path(f"/proc/{pid}/comm").read_text()]
+        assert browsers, [(pid, Path(f"/proc/{pid}/comm").read_text().strip()) for pid in descendants(worker.pid)]
+        for pid in browsers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        thread.join(40)
+        response = box["value"]
+        assert isinstance(response, httpx.Response) and response.status_code >= 400
+        assert usage(http, fresh_org)["used"] == 0
+        assert worker.poll() is None, "the worker itself must survive its browser"
+        for _ in range(2 * WORKERS):  # whichever worker takes them
+            assert take(http, fresh_org, site.url("/colours.html")).status_code == 200
+
+
+def test_redis_down_is_temporary_unavailable_and_the_service_recovers(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    with httpx.Client(base_url=isolated.url) as http:
+        store.stop()
+        try:
+            down = take(http, fresh_org, site.url("/colours.html"))
+            assert down.status_code == 503, down.text
+            assert down.json()["error_code"] == "temporary_unavailable"
+            assert http.get("/readyz").status_code == 503
+        finally:
+            store.start()
+        wait_for(lambda: http.get("/readyz").status_code == 200, 60, "readiness after Redis came back")
+        wait_for(lambda: take(http, fresh_org, site.url("/colours.html")).status_code == 200, 60,
+                 "a capture after Redis came back")
+
+
+@pytest.mark.parametrize(("path", "codes"), [
+    ("/endless-loop", {"timeout_error"}),
+    ("/memory-bomb.html", {"timeout_error", "internal_application_error", "network_error"}),
+    ("/huge.html", {"timeout_error", "resulting_image_too_large", "network_error"}),
+    ("/loop", {"network_error", "timeout_error"}),
+    ("/never-loads.html", {"timeout_error"}),
+])
+def test_hostile_pages_end_with_an_error_in_time_and_the_worker_stays_healthy(
+        client: httpx.Client, org: Org, site: Site, path: str, codes: set[str]) -> None:
+    params = {"timeout": "8", "navigation_timeout": "6"}
+    if path == "/endless-loop":
+        response = client.get("/v1/screenshot/take", params={
+            "access_key": org.access_key, "html": "<script>while (true) {}</script>", **params})
+    else:
+        response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": site.url(path),
+                                                              **params})
+    if response.status_code == 200:  # a page that renders anyway (a 100 MB text page can) is fine too
+        assert response.headers["content-type"] == "image/png"
+    else:
+        assert response.json()["error_code"] in codes, response.text
+    healthy = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": site.url("/colours.html"),
+                                                        "viewport_width": "200", "viewport_height": "100"})
+    assert healthy.status_code == 200
