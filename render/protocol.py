@@ -24,6 +24,7 @@ JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
 ASYNC_JOB_FUNCTION = "service.jobs.capture_async"
 
 
+COUNTERS_KEY = "metrics:counters"  # counts kept by workers and deliverers, exported by every API's /metrics
 ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
 
 

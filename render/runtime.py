@@ -28,6 +28,7 @@ from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import (
     ALIVE_TTL_SECONDS,
+    COUNTERS_KEY,
     RESULT_TTL_SECONDS,
     WORKERS_SEEN_KEY,
     JobRequest,
@@ -98,11 +99,18 @@ class WorkerRuntime:
         assert self.redis is not None
         connection = self.redis
 
+        reported_restarts = 0
+
         def beat() -> None:
+            nonlocal reported_restarts
+            restarts = self.supervisor.restarts
             with connection.pipeline(transaction=False) as pipe:
                 pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)
                 pipe.zadd(WORKERS_SEEN_KEY, {self.name: time.time()})
+                if restarts > reported_restarts:
+                    pipe.hincrby(COUNTERS_KEY, "browser_restarts", restarts - reported_restarts)
                 pipe.execute()
+            reported_restarts = restarts
 
         while True:
             try:

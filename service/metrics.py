@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class SharedCounters(Collector):
+    """Counts kept in Redis by the workers and deliverers (render.protocol.COUNTERS_KEY): the same
+    service-wide totals on every API process. `snapshot` is refreshed by /metrics before each export."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        restarts = CounterMetricFamily("screenshot_browser_restarts", "Chromium restarts (crash, hung tab, "
+                                       "every N jobs), all workers.")
+        restarts.add_metric([], self.snapshot.get("browser_restarts", 0))
+        yield restarts
+        webhooks = CounterMetricFamily("screenshot_webhook_deliveries", "Webhook delivery attempts by outcome "
+                                       "(delivered, failed_attempt, given_up).", labels=["outcome"])
+        for outcome, field in (("delivered", "webhook_delivered"), ("failed_attempt", "webhook_failed_attempts"),
+                               ("given_up", "webhook_given_up")):
+            webhooks.add_metric([outcome], self.snapshot.get(field, 0))
+        yield webhooks
 
 
 class Metrics:
@@ -26,6 +50,11 @@ class Metrics:
         self.blocked_requests = Counter(
             "screenshot_blocked_requests_total", "Connections of captured pages refused, by policy.",
             ["policy"], registry=self.registry)
+        self.cache = Counter(
+            "screenshot_cache_lookups_total", "Cached requests by result (hit, miss).", ["result"],
+            registry=self.registry)
+        self.shared = SharedCounters()
+        self.registry.register(self.shared)
         self.queue_depth = Gauge(
             "screenshot_queue_depth", "Jobs waiting for a worker (sampled at each request).",
             registry=self.registry)

@@ -26,7 +26,7 @@ from render.egress import REFUSED_HEADER, EgressProxy
 from render.errors import ErrorDetail, RequestNotValid, ServiceError
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
-from render.protocol import JobResult, mark_job
+from render.protocol import COUNTERS_KEY, JobResult, mark_job
 from service.organisations import URL_SECRET_KEY, signing_key_of
 from service.results import Links, Presented, present_error, present_success
 from service.settings import Settings
@@ -180,12 +180,14 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
         status = _courier.deliver(delivery, attempt)
     except DeliveryFailed as failed:
         last = retry_max == 0
+        _courier.redis.hincrby(COUNTERS_KEY, "webhook_given_up" if last else "webhook_failed_attempts", 1)
         mark_job(_courier.redis, delivery.reference, webhook="failed" if last else "retrying")
         if last:
             log.warning("webhook of %s given up after %d attempts: %s", delivery.reference, attempt, failed)
         else:
             log.info("webhook of %s not delivered (%s); retrying", delivery.reference, failed)
         raise
+    _courier.redis.hincrby(COUNTERS_KEY, "webhook_delivered", 1)
     return {"status": status, "attempt": attempt}
 
 

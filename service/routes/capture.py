@@ -154,6 +154,7 @@ async def take_cached(context: AppContext, org: Organisation, options: TakeOptio
     """Serve a live entry, or render once (however many identical requests arrive) and keep it."""
     digest = cache.cache_key(org.id, options)
     hit = await cached_result(context, options, digest)
+    context.metrics.cache.labels("hit" if hit else "miss").inc()
     if hit is None:
         reference = new_reference()
         wait = options.timeout + context.settings.service.result_wait_grace

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from render.protocol import WORKERS_SEEN_KEY
+from render.protocol import COUNTERS_KEY, WORKERS_SEEN_KEY
 from service.context import AppContext
+from service.organisations import text
 
 router = APIRouter(tags=["operations"])
 WORKER_SEEN_WITHIN_SECONDS = 30
@@ -39,4 +40,6 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     context: AppContext = request.app.state.context
     context.metrics.queue_depth.set(await context.dispatcher.queue_depth())
+    shared = await context.redis.hgetall(COUNTERS_KEY)
+    context.metrics.shared.snapshot = {text(k): int(v) for k, v in shared.items()}
     return Response(generate_latest(context.metrics.registry), media_type=CONTENT_TYPE_LATEST)

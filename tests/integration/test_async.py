@@ -153,6 +153,11 @@ def test_undelivered_webhooks_are_retried_on_the_schedule(isolated_http: httpx.C
         assert len(receiver.to("/never")) == 6  # six attempts in all, then given up
         record = status(isolated_http, isolated_org, twice.json()["reference"]).json()
         assert record["webhook"] == {"status": "delivered", "attempts": 3}
+        exported = isolated_http.get("/metrics").text
+        assert 'screenshot_webhook_deliveries_total{outcome="given_up"} 1.0' in exported
+        failed_attempts = [line for line in exported.splitlines()
+                           if line.startswith('screenshot_webhook_deliveries_total{outcome="failed_attempt"}')]
+        assert float(failed_attempts[0].split()[-1]) >= 2 + 1 + 5  # /twice, /hang, /never
 
 
 def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningService, isolated_http: httpx.Client,

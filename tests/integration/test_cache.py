@@ -48,6 +48,7 @@ def test_a_hit_returns_the_stored_result_without_rendering_or_charging(client: h
     assert second.headers["x-service-rendering-seconds"] == "0.000"
     assert second.headers["x-service-reference"] == first.headers["x-service-reference"]
     assert renders_of(site, page) == 1 and used(client, org) == 1
+    assert 'screenshot_cache_lookups_total{result="hit"}' in client.get("/metrics").text
     cache_url = second.headers["x-service-cache-url"]
     assert httpx.get(cache_url).content == first.content
     image = decode(second.content)

@@ -104,6 +104,14 @@ def role_of(isolated: RunningService, worker_name: str) -> str:
     return next(role for role, process in isolated.processes.items() if process.pid == pid)
 
 
+def metric(http: httpx.Client, line_start: str) -> float:
+    """A sample of /metrics by its name and labels as written, e.g. `screenshot_browser_restarts_total`."""
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[-1])
+    raise KeyError(line_start)
+
+
 def descendants(root: int) -> list[int]:
     """Every process below `root`, from /proc."""
     children: dict[int, list[int]] = {}
@@ -165,6 +173,7 @@ def test_chromium_killed_mid_job_restarts_and_the_next_request_succeeds(
         assert worker.poll() is None, "the worker itself must survive its browser"
         for _ in range(2 * WORKERS):  # whichever worker takes them
             assert take(http, fresh_org, site.url("/colours.html")).status_code == 200
+        wait_for(lambda: metric(http, "screenshot_browser_restarts_total") >= 1, 10, "the restart in /metrics")
 
 
 def test_redis_down_is_temporary_unavailable_and_the_service_recovers(
