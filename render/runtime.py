@@ -24,6 +24,7 @@ from render.browser import BrowserSupervisor, Tab
 from render.capture import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.egress import EgressProxy
 from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
+from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import (
@@ -171,6 +172,7 @@ class WorkerRuntime:
         """Run a queued job and publish its result; never raises for capture failures."""
         started = time.monotonic()
         started_at = time.time()
+        trace_id_var.set(job.trace_id)
         if time.time() >= job.deadline:
             log.info("job %s expired in the queue", job.reference)
             result = JobResult(job.reference, ok=False, error=CaptureTimeout(

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from render.errors import InternalError, ServiceError
+from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from service.cache import Cache
 from service.context import AppContext
@@ -129,6 +130,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.middleware("http")
     async def trace(request: Request, call_next: Any) -> Response:
         request.state.trace_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        trace_id_var.set(request.state.trace_id)
         response = await call_next(request)
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -26,10 +25,9 @@ def _settings() -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.service.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from render.logs import configure
+
+    configure(settings.service.log_level, settings.service.log_format)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

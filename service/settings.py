@@ -45,6 +45,8 @@ class ServiceSettings(BaseSettings):
                                      "waits for a worker before answering timeout_error.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level of the "
                                                                      "API and workers.")
+    log_format: Literal["json", "text"] = Field("json", description="Log lines as JSON objects (with the trace "
+                                                "id) or plain text.")
     url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
                                            "(default: generated once and kept in Redis).")
 

@@ -4,6 +4,7 @@ and the caller's key is found nowhere: not in Redis (job payloads included), not
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,6 +158,10 @@ def test_the_key_is_never_stored_nor_logged(isolated: RunningService, isolated_h
         assert key.encode() not in stored, f"{key} found in Redis"
     log = log_path.read_bytes()
     assert response.headers["x-service-reference"].encode() in log  # the worker logged this job at DEBUG
+    job_lines = [json.loads(line) for line in log.decode().splitlines()
+                 if line.startswith("{") and response.headers["x-service-reference"] in line]
+    assert job_lines and all(line["trace_id"] == response.headers["x-service-trace-id"] for line in job_lines)
+    assert {"time", "level", "logger", "message"} <= set(job_lines[0])
     for key in VISION_KEYS:
         assert key.encode() not in log, f"{key} found in the service's log"
     stored_files = [p for p in isolated.data_dir.rglob("*") if p.is_file()]
