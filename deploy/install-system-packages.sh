@@ -2,8 +2,18 @@
 # Installs the Debian packages screenshot-service needs, and only those missing.
 # Used by `make run`, `make test` and the Dockerfile, so all three install the same set.
 # Quick when everything is present: one dpkg-query, no apt-get.
+#
+#   deploy/install-system-packages.sh          what `make run` and `make test` need (the tests' tools too)
+#   deploy/install-system-packages.sh --image  what the container image needs (no test tools; Python, tini)
 set -euo pipefail
 
+mode=${1:-}
+case "$mode" in
+  ""|--image) ;;
+  *) echo "usage: $0 [--image]" >&2; exit 2 ;;
+esac
+
+# What the service runs on, everywhere.
 PACKAGES=(
   chromium
   ffmpeg
@@ -13,11 +23,17 @@ PACKAGES=(
   fonts-noto-color-emoji
   fonts-noto-cjk
   webext-ublock-origin-chromium
-  tinyproxy
-  poppler-utils
   tzdata
   libnss3-tools
+  ca-certificates
 )
+if [[ "$mode" == "--image" ]]; then
+  # The image brings its own Python (Debian bookworm's 3.11) and an init that reaps Chromium's zombies.
+  PACKAGES+=(python3 python3-venv tini)
+else
+  # Only the tests use these: an upstream proxy and PDF page rendering.
+  PACKAGES+=(tinyproxy poppler-utils)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -42,6 +58,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ "$mode" == "--image" ]]; then
+  apt-get clean
+  rm -rf /var/lib/apt/lists/*
+fi
 # tinyproxy's package starts a system-wide daemon; the tests start their own instances.
 if command -v systemctl >/dev/null && systemctl is-active --quiet tinyproxy 2>/dev/null; then
   $SUDO systemctl disable --now tinyproxy >/dev/null 2>&1 || true

@@ -51,6 +51,13 @@ DEBIAN_WRAPPER = Path("/usr/bin/chromium")
 DEBIAN_BINARY = Path("/usr/lib/chromium/chromium")
 
 
+def sandboxed(setting: str) -> bool:
+    """Whether Chromium runs with its sandbox: `auto` means unless root, where Chromium refuses it."""
+    if setting == "auto":
+        return os.geteuid() != 0
+    return setting == "on"
+
+
 def chromium_binary(configured: str) -> str:
     """The Chromium executable to launch.
 
@@ -125,14 +132,23 @@ class BrowserSupervisor:
         if self._proxy_url is not None:
             # Everything through the egress proxy, loopback included (Chromium bypasses it by default).
             args += [f"--proxy-server={self._proxy_url}", "--proxy-bypass-list=<-loopback>"]
-        if os.geteuid() == 0:
-            args.append("--no-sandbox")  # Chromium refuses to sandbox as root; containers run non-root
-        self._browser = await self._playwright.chromium.launch(
-            executable_path=chromium_binary(self._settings.chromium_path),
-            args=args,
-            chromium_sandbox=os.geteuid() != 0,
-            env={**os.environ, "HOME": str(self._home)} if self._home else None,
-        )
+        sandbox = sandboxed(self._settings.chromium_sandbox)
+        if not sandbox:
+            args.append("--no-sandbox")
+        try:
+            self._browser = await self._playwright.chromium.launch(
+                executable_path=chromium_binary(self._settings.chromium_path),
+                args=args,
+                chromium_sandbox=sandbox,
+                env={**os.environ, "HOME": str(self._home)} if self._home else None,
+            )
+        except Exception:
+            if sandbox:
+                log.error("Chromium did not start with its sandbox on. In a container the sandbox needs user "
+                          "namespaces: run the worker with deploy/seccomp-chromium.json (Docker: --security-opt "
+                          "seccomp=deploy/seccomp-chromium.json) or see README, Deploying; as a last resort "
+                          "set SCREENSHOT_CHROMIUM_SANDBOX=off.")
+            raise
         self._jobs_since_start = 0
         return self._browser
 

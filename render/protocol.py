@@ -7,7 +7,11 @@ channel. Pure module: the API imports it without Playwright.
 
 from __future__ import annotations
 
+import os
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,6 +30,24 @@ ASYNC_JOB_FUNCTION = "service.jobs.capture_async"
 
 COUNTERS_KEY = "metrics:counters"  # counts kept by workers and deliverers, exported by every API's /metrics
 ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
+
+
+def local_heartbeat_file(pid: int | None = None) -> Path:
+    """Touched by a worker at every heartbeat, Redis or not: a container's health check reads it."""
+    return Path(tempfile.gettempdir()) / f"screenshot-service-worker-{pid or os.getpid()}.alive"
+
+
+def fresh_local_heartbeats(within_seconds: float) -> list[Path]:
+    """Heartbeat files of workers on this machine that beat within the last `within_seconds`."""
+    now = time.time()
+    found = []
+    for path in Path(tempfile.gettempdir()).glob("screenshot-service-worker-*.alive"):
+        try:
+            if now - path.stat().st_mtime <= within_seconds:
+                found.append(path)
+        except FileNotFoundError:
+            continue  # its worker stopped meanwhile
+    return found
 
 
 def alive_key(worker: str) -> str:

@@ -35,6 +35,7 @@ from render.protocol import (
     JobRequest,
     JobResult,
     alive_key,
+    local_heartbeat_file,
     result_key,
 )
 from render.settings import RenderSettings
@@ -86,6 +87,7 @@ class WorkerRuntime:
         """Close Chromium and stop the loop."""
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
+            local_heartbeat_file().unlink(missing_ok=True)
         future = asyncio.run_coroutine_threadsafe(self.supervisor.close(), self.loop)
         try:
             future.result(timeout=15)
@@ -102,8 +104,11 @@ class WorkerRuntime:
 
         reported_restarts = 0
 
+        heartbeat_file = local_heartbeat_file()
+
         def beat() -> None:
             nonlocal reported_restarts
+            heartbeat_file.touch()
             restarts = self.supervisor.restarts
             with connection.pipeline(transaction=False) as pipe:
                 pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -24,6 +25,9 @@ class RenderSettings(BaseSettings):
 
     chromium_path: str = Field("/usr/bin/chromium", description="Chromium executable (Debian's).")
     chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting).")
+    chromium_sandbox: Literal["auto", "on", "off"] = Field(
+        "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "
+        "sandbox as root). In a container it needs user namespaces: see README, Deploying.")
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")

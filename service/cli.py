@@ -1,4 +1,4 @@
-"""The `screenshot-service` command: run, api, worker, webhooks, keys, take."""
+"""The `screenshot-service` command: run, api, worker, webhooks, keys, take, healthcheck."""
 
 from __future__ import annotations
 
@@ -74,6 +74,21 @@ def cmd_webhooks(args: argparse.Namespace) -> int:
         raise SystemExit("error: `webhooks` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
     _configure_logging(settings)
     run_deliverer(settings, burst=args.burst)
+    return 0
+
+
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    from service.health import check, running_role
+
+    role = args.role or running_role()
+    if role is None:
+        print("unhealthy: no screenshot-service process (run, api, worker or webhooks) found", file=sys.stderr)
+        return 1
+    problem = check(_settings(), role)
+    if problem:
+        print(f"unhealthy ({role}): {problem}", file=sys.stderr)
+        return 1
+    print(f"healthy ({role})")
     return 0
 
 
@@ -201,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     webhooks = commands.add_parser("webhooks", help="the webhook deliverer, with the retry scheduler (needs "
                                    "SCREENSHOT_REDIS_URL)")
     webhooks.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    health = commands.add_parser("healthcheck", help="exit 0 when this machine's screenshot-service process is "
+                                 "healthy (the image's HEALTHCHECK)")
+    health.add_argument("--role", choices=["api", "worker", "webhooks", "run"],
+                        help="which role to check (default: the one found running)")
     keys = commands.add_parser("keys", help="manage organisations and their keys")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_commands.add_parser("create", help="a new organisation with fresh keys")
@@ -228,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "take":
         sys.exit(cmd_take(args, extra))
     handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
-                "keys": cmd_keys}
+                "keys": cmd_keys, "healthcheck": cmd_healthcheck}
     sys.exit(handlers[args.command](args))
 
 

@@ -13,7 +13,8 @@ def open_storage(settings: StorageSettings) -> Storage:
     """The configured backend."""
     if settings.storage_backend == "s3":
         return S3Storage(settings.s3_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.s3_region,
-                         path_style=settings.s3_path_style, cdn_base_url=settings.cdn_base_url)
+                         path_style=settings.s3_path_style, cdn_base_url=settings.cdn_base_url,
+                         public_endpoint_url=settings.s3_public_endpoint_url)
     return LocalStorage(settings.local_dir)
 
 

@@ -24,7 +24,8 @@ class S3Storage:
     """Objects in one bucket."""
 
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
-                 path_style: bool = False, cdn_base_url: str | None = None) -> None:
+                 path_style: bool = False, cdn_base_url: str | None = None,
+                 public_endpoint_url: str | None = None) -> None:
         if not bucket:
             raise StorageError("the s3 backend needs a bucket: set SCREENSHOT_S3_BUCKET")
         self.bucket = bucket
@@ -39,6 +40,13 @@ class S3Storage:
         self._client: Any = boto3.session.Session().client(
             "s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)
         self._where = f"bucket {bucket!r}" + (f" at {endpoint_url}" if endpoint_url else "")
+        # Presigned URLs name the host they were signed for: when clients reach the store by another name
+        # than the service does (compose: http://minio:9000 inside, http://localhost:9000 outside), they
+        # are signed by a client configured with the public endpoint. Signing is local: no connection.
+        self._signer: Any = self._client
+        if public_endpoint_url:
+            self._signer = boto3.session.Session().client(
+                "s3", endpoint_url=public_endpoint_url, region_name=region or None, config=config)
 
     def _failure(self, action: str, key: str, error: Exception) -> StorageError:
         if isinstance(error, ClientError):
@@ -93,7 +101,7 @@ class S3Storage:
         if self.cdn_base_url and key.startswith(CACHE_PREFIX):
             return f"{self.cdn_base_url}/{key}"
         try:
-            url: str = self._client.generate_presigned_url(
+            url: str = self._signer.generate_presigned_url(
                 "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in)
         except (ClientError, BotoCoreError) as error:
             raise self._failure("sign a URL for", key, error) from None

@@ -21,6 +21,9 @@ class StorageSettings(BaseSettings):
     s3_bucket: str = Field("", description="S3 backend: the bucket (it must exist).")
     s3_endpoint_url: str = Field("", description="S3 backend: endpoint of an S3-compatible store (MinIO, ...); "
                                  "empty for AWS.")
+    s3_public_endpoint_url: str = Field(
+        "", description="S3 backend: endpoint clients use to fetch results, when it differs from "
+        "SCREENSHOT_S3_ENDPOINT_URL (presigned URLs are signed for it); empty: the same.")
     s3_region: str = Field("", description="S3 backend: region (empty: from the AWS configuration).")
     s3_path_style: bool = Field(False, description="S3 backend: path-style addressing (endpoint/bucket/key), "
                                 "as most self-hosted stores need.")

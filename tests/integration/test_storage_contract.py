@@ -86,3 +86,14 @@ def test_unreachable_endpoint_is_a_storage_error() -> None:
                       path_style=True)
     with pytest.raises(StorageError, match="bucket 'bucket' at http://127.0.0.1"):
         store.put(KEY, b"x", "image/png")
+
+
+def test_presigned_urls_name_the_public_endpoint_when_clients_use_another(s3: S3Server) -> None:
+    # As in docker compose: the service reaches the store as 127.0.0.1, clients as localhost.
+    public = s3.url.replace("127.0.0.1", "localhost")
+    store = S3Storage(s3.new_bucket(), endpoint_url=s3.url, region="us-east-1", path_style=True,
+                      public_endpoint_url=public)
+    store.put(KEY, b"the object", "image/png")
+    url = store.client_url(KEY, 60) or ""
+    assert url.startswith(f"{public}/")
+    assert httpx.get(url, timeout=10).content == b"the object"

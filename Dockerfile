@@ -1,0 +1,56 @@
+# screenshot-service: one image for every role (api, worker, webhooks; `run` for a single container).
+#
+#   docker build -t screenshot-service .
+#   docker run --rm -p 8000:8000 screenshot-service run      # everything in one container, embedded Redis
+#   docker compose -f deploy/docker-compose.yml up --scale worker=4
+#
+# Chromium runs as the non-root user below with its sandbox on. The sandbox needs user namespaces, which
+# Docker's default seccomp profile refuses: run workers with deploy/seccomp-chromium.json (README, Deploying).
+FROM debian:bookworm-slim
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# System packages through the same script `make run` and `make test` use (Chromium, fonts for Latin,
+# emoji and CJK, ffmpeg, libvips, Redis, the ad lists; plus Python and tini for the image).
+COPY deploy/install-system-packages.sh /tmp/install-system-packages.sh
+RUN bash /tmp/install-system-packages.sh --image && rm /tmp/install-system-packages.sh
+
+# Python dependencies first (pinned by requirements.lock), so a code change does not reinstall them.
+WORKDIR /opt/screenshot-service
+COPY pyproject.toml requirements.lock README.md ./
+RUN python3 -m venv /opt/venv \
+    && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+        > /tmp/dependencies.txt \
+    && /opt/venv/bin/pip install --no-cache-dir -c requirements.lock -r /tmp/dependencies.txt \
+    && rm /tmp/dependencies.txt
+COPY service service
+COPY render render
+COPY animate animate
+COPY storage storage
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock . \
+    && /opt/venv/bin/screenshot-service --help > /dev/null
+
+# A non-root user: Chromium keeps its sandbox on (SCREENSHOT_CHROMIUM_SANDBOX=auto turns it off only as root).
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/screenshot screenshot \
+    && install -d -o screenshot -g screenshot /data
+USER 10001:10001
+ENV PATH=/opt/venv/bin:$PATH \
+    HOME=/home/screenshot \
+    SCREENSHOT_HOST=0.0.0.0 \
+    SCREENSHOT_PORT=8000 \
+    SCREENSHOT_DATA_DIR=/data \
+    SCREENSHOT_LOG_FORMAT=json
+VOLUME ["/data"]
+EXPOSE 8000
+
+# tini is PID 1: it forwards SIGTERM (graceful shutdown) and reaps the processes Chromium leaves behind.
+ENTRYPOINT ["/usr/bin/tini", "--", "screenshot-service"]
+CMD ["api"]
+# The check adapts to the role it finds: /healthz for the API, a fresh heartbeat for a worker, Redis for
+# the webhook deliverer.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+    CMD ["screenshot-service", "healthcheck"]

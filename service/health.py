@@ -1,0 +1,60 @@
+"""`screenshot-service healthcheck`: is this machine's (or container's) screenshot-service process healthy?
+
+One image runs every role, so the check first finds which role runs here, then asks the question that
+fits it: the API answers /healthz, a render worker touched its heartbeat file within the last
+HEARTBEAT_WITHIN_SECONDS (its browser loop is turning), the webhook deliverer reaches Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from pathlib import Path
+
+import redis
+
+from render.protocol import fresh_local_heartbeats
+from service.settings import Settings
+
+ROLES = ("run", "api", "worker", "webhooks")
+HEARTBEAT_WITHIN_SECONDS = 15
+PROBE_TIMEOUT_SECONDS = 5
+
+
+def running_role(proc: Path = Path("/proc")) -> str | None:
+    """The role of the first `screenshot-service <role>` process found (other than this check)."""
+    for entry in sorted(proc.glob("[0-9]*"), key=lambda path: int(path.name)):
+        if entry.name == str(os.getpid()):
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        for position, argument in enumerate(argv[:-1]):
+            if argument.endswith(b"screenshot-service"):
+                role = argv[position + 1].decode(errors="replace")
+                if role in ROLES:
+                    return role
+    return None
+
+
+def check(settings: Settings, role: str) -> str:
+    """'' when healthy, else what is wrong (one line)."""
+    if role in ("api", "run"):
+        url = f"http://127.0.0.1:{settings.service.port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
+                return "" if response.status == 200 else f"{url} answered {response.status}"
+        except OSError as error:
+            return f"{url}: {error}"
+    if role == "worker":
+        if fresh_local_heartbeats(HEARTBEAT_WITHIN_SECONDS):
+            return ""
+        return f"no render worker heartbeat in the last {HEARTBEAT_WITHIN_SECONDS} s"
+    if role == "webhooks":
+        try:
+            redis.Redis.from_url(settings.service.redis_url or "", socket_timeout=PROBE_TIMEOUT_SECONDS).ping()
+        except (redis.RedisError, ValueError) as error:
+            return f"Redis unreachable: {error}"
+        return ""
+    raise ValueError(f"unknown role {role!r}")
