@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from playwright.async_api import Response
 
@@ -180,11 +181,15 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
         response = await load_source(tab.page, options, deadline, check_status=False)
     except NetworkError:
         # An https navigation the egress refused fails its tunnel: the refusal says why.
+        # Chromium may reach for other hosts meanwhile (an error page asks accounts.google.com): the
+        # refusal of the page's own host explains the failure, else the first one (a redirect's target).
         refusals = env.egress.refusals if env.egress is not None else []
-        if refusals and refusals[0].kind == "unresolved":
-            raise NameNotResolved(refusals[0].reason) from None
-        if refusals:
-            raise NetworkError(f"Could not load {options.url or 'the page'}: {refusals[0].reason}.") from None
+        host = urlsplit(options.url or "").hostname
+        refusal = next((r for r in refusals if r.host == host), refusals[0] if refusals else None)
+        if refusal is not None and refusal.kind == "unresolved":
+            raise NameNotResolved(refusal.reason) from None
+        if refusal is not None:
+            raise NetworkError(f"Could not load {options.url or 'the page'}: {refusal.reason}.") from None
         raise
     if response is None:
         return None

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -105,11 +105,12 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 @dataclass
 class RunningService:
-    url: str
+    url: str  # the first API
     redis_url: str
     data_dir: Path
     env: dict[str, str]
-    processes: dict[str, subprocess.Popen[bytes]]  # by role; workers as worker0, worker1, ...
+    processes: dict[str, subprocess.Popen[bytes]]  # by role: worker0, worker1, ..., webhooks, api, api1, ...
+    urls: list[str] = field(default_factory=list)  # every API, in the order of their roles
 
     def restart(self, role: str, *, kill: bool = False) -> None:
         """Stop one process (SIGKILL with `kill`: a crash) and start it again."""
@@ -120,23 +121,29 @@ class RunningService:
             process.wait(10)
         else:
             stop([process])
-        self.processes[role] = start(role.rstrip("0123456789"), self.env)
+        env = self.env
+        if role.startswith("api") and role != "api":
+            env = {**env, "SCREENSHOT_PORT": self.urls[int(role[3:])].rsplit(":", 1)[1]}
+        self.processes[role] = start(role.rstrip("0123456789"), env)
 
 
 @contextlib.contextmanager
-def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes] | None = None,
+def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes] | None = None, apis: int = 1,
                     **extra: str) -> Iterator[RunningService]:
-    """The API, `workers` render workers and the webhook deliverer, ready to serve (their output to
-    `log` when given)."""
-    port = free_port()
-    env = service_env(redis_url, data_dir, port, **extra)
+    """`apis` API processes, `workers` render workers and the webhook deliverer on one Redis, ready to serve
+    (their output to `log` when given)."""
+    ports = [free_port() for _ in range(apis)]
+    env = service_env(redis_url, data_dir, ports[0], **extra)
     processes = {f"worker{n}": start("worker", env, log) for n in range(workers)}
     processes["webhooks"] = start("webhooks", env, log)
-    processes["api"] = start("api", env, log)
-    url = f"http://127.0.0.1:{port}"
-    running = RunningService(url, redis_url, data_dir, env, processes)
+    for n, port in enumerate(ports):
+        processes["api" if n == 0 else f"api{n}"] = start("api", {**env, "SCREENSHOT_PORT": str(port)}, log)
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    running = RunningService(urls[0], redis_url, data_dir, env, processes, urls)
     try:
-        wait_for(lambda: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60, "the API and workers")
+        for url in urls:
+            wait_for(lambda url=url: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60,
+                     "the API and workers")
         yield running
     finally:
         stop(list(running.processes.values()))

@@ -1,5 +1,6 @@
-"""Surviving faults, on a service of the module's own (its own redis-server, two workers): a worker
-killed mid-job, Chromium killed mid-job, Redis stopped and started again, hostile pages."""
+"""Surviving faults, on a service of the module's own (its own redis-server, two API processes, two
+workers): a mixed load over both APIs, a worker killed or stopped mid-job, Chromium killed mid-job, the
+API stopped with requests in flight, Redis stopped and started again, hostile pages."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableRedis
 
 @pytest.fixture(scope="module")
 def isolated(store: RestartableRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    with running_service(store.url, tmp_path_factory.mktemp("faults-service"), workers=WORKERS,
+    with running_service(store.url, tmp_path_factory.mktemp("faults-service"), workers=WORKERS, apis=2,
                          SCREENSHOT_RESULT_WAIT_GRACE="2") as running:
         yield running
 
@@ -132,6 +133,51 @@ def in_background(call):  # type: ignore[no-untyped-def]
     thread = threading.Thread(target=lambda: box.setdefault("value", call()))
     thread.start()
     return thread, box
+
+
+def test_several_apis_and_workers_serve_a_mixed_load_and_count_usage_once(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.images import decode
+
+    colours = site.url("/colours.html")
+    requests: list[tuple[dict[str, str], str]] = (
+        [({"url": colours}, "image/png")] * 4
+        + [({"url": colours, "format": "jpeg"}, "image/jpeg")] * 2
+        + [({"html": "<h1>PDF</h1>", "format": "pdf"}, "application/pdf")] * 2
+        + [({"url": colours, "viewport_width": "-1"}, "request_not_valid")] * 2
+        + [({"url": "http://127.0.0.1:1/"}, "network_error")] * 2)
+    connection = redis.Redis.from_url(store.url)
+    known_jobs = set(connection.scan_iter("job:*"))
+
+    def send(numbered: tuple[int, tuple[dict[str, str], str]]) -> tuple[httpx.Response, str]:
+        number, (params, expected) = numbered
+        with httpx.Client(base_url=isolated.urls[number % len(isolated.urls)], timeout=60) as http:
+            return http.get("/v1/screenshot/take", params={
+                "access_key": fresh_org.access_key, "viewport_width": "200", "viewport_height": "100",
+                **params}), expected
+
+    with ThreadPoolExecutor(4) as pool:  # the organisation's concurrency
+        answers = list(pool.map(send, enumerate(requests)))
+    successes = 0
+    for response, expected in answers:
+        if "/" in expected:
+            assert response.status_code == 200, response.text
+            assert response.headers["content-type"] == expected
+            if expected != "application/pdf":
+                assert (decode(response.content).width, decode(response.content).height) == (200, 100)
+            else:
+                assert response.content.startswith(b"%PDF")
+            successes += 1
+        else:
+            assert response.status_code >= 400 and response.json()["error_code"] == expected, response.text
+    with httpx.Client(base_url=isolated.urls[1]) as http:
+        record = usage(http, fresh_org)
+    assert record["used"] == successes == 8
+    assert record["concurrency"]["remaining"] == 4
+    workers = {connection.hget(key, "worker") for key in set(connection.scan_iter("job:*")) - known_jobs}
+    assert len(workers - {None}) == WORKERS, "the jobs were spread over every worker"
 
 
 def test_a_worker_killed_mid_job_is_a_clear_error_uncharged_and_the_others_carry_on(
@@ -215,3 +261,48 @@ def test_hostile_pages_end_with_an_error_in_time_and_the_worker_stays_healthy(
     healthy = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": site.url("/colours.html"),
                                                         "viewport_width": "200", "viewport_height": "100"})
     assert healthy.status_code == 200
+
+
+def test_a_worker_stopped_mid_job_finishes_it_then_exits(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    with httpx.Client(base_url=isolated.url) as http:
+        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=3000"), timeout="30"))
+        role = role_of(isolated, rendering_worker(store))
+        worker = isolated.processes[role]
+        worker.send_signal(signal.SIGTERM)  # what `docker stop` and Kubernetes send
+        thread.join(40)
+        response = box["value"]
+        assert isinstance(response, httpx.Response)
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "image/png"
+        assert worker.wait(30) == 0, "the worker exits by itself once its job is done"
+        record = usage(http, fresh_org)
+        assert record["used"] == 1 and record["concurrency"]["remaining"] == 4
+        assert take(http, fresh_org, site.url("/colours.html")).status_code == 200  # the other worker
+        assert usage(http, fresh_org)["used"] == 2
+        isolated.restart(role)
+        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
+
+
+def test_the_api_stopped_with_requests_in_flight_answers_them_then_exits(
+        isolated: RunningService, fresh_org: Org, site: Site) -> None:
+    api = isolated.processes["api"]
+    with httpx.Client(base_url=isolated.url) as http:
+        loading = len(site.requests_to("/slow"))
+        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=3000"), timeout="30"))
+        wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
+        api.send_signal(signal.SIGTERM)
+        thread.join(40)
+        response = box["value"]
+        assert isinstance(response, httpx.Response)
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "image/png"
+        # uvicorn re-raises the signal once it has drained, so the exit status says "stopped by SIGTERM".
+        assert api.wait(30) in (0, -signal.SIGTERM)
+        with pytest.raises(httpx.ConnectError):
+            http.get("/healthz")
+    isolated.restart("api")
+    with httpx.Client(base_url=isolated.url) as http:
+        wait_for(lambda: http.get("/readyz").status_code == 200, 60, "the restarted API")
+        record = usage(http, fresh_org)
+        assert record["used"] == 1 and record["concurrency"]["remaining"] == 4
