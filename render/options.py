@@ -312,6 +312,14 @@ class TakeOptions(BaseModel):
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.strip()
 
+    @field_validator("wait_for_selector")
+    @classmethod
+    def _some_selector(cls, value: str | None) -> str | None:
+        # Only commas and spaces would wait for nothing until the timeout.
+        if value is not None and not value.replace(",", "").strip():
+            raise ValueError("must name at least one selector")
+        return value
+
     @field_validator("proxy")
     @classmethod
     def _proxy_url(cls, value: str | None) -> str | None:

@@ -13,6 +13,7 @@ import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from render.errors import InternalError, ServiceError
@@ -21,7 +22,7 @@ from render.network_policy import NetworkPolicy
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
-from service.errors import RequestBodyTooLarge, TemporaryUnavailable
+from service.errors import MethodNotAllowed, RequestBodyTooLarge, RouteNotFound, TemporaryUnavailable
 from service.jobs import JobRecords
 from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
@@ -145,6 +146,19 @@ def create_app(settings: Settings) -> FastAPI:
         if error.report:
             log.error("%s: %s (trace %s)", error.code, error.message, getattr(request.state, "trace_id", ""))
         return error_response(error, getattr(request.state, "trace_id", None))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # Unknown paths and wrong methods answer with the error body too, never the framework's own.
+        trace_id = getattr(request.state, "trace_id", None)
+        where = f"{request.method} {request.url.path}"
+        if error.status_code == 405:
+            return error_response(MethodNotAllowed(f"{where}: method not allowed; see /docs for the routes."),
+                                  trace_id)
+        if error.status_code == 404:
+            return error_response(RouteNotFound(f"{where}: no such route; see /docs for the routes."), trace_id)
+        log.error("unexpected HTTP error %s on %s (trace %s)", error.status_code, where, trace_id)
+        return error_response(InternalError(), trace_id)
 
     @app.exception_handler(redis.RedisError)
     async def redis_unavailable(request: Request, error: redis.RedisError) -> JSONResponse:

@@ -47,3 +47,17 @@ class JobNotFound(ServiceError):
 
     code = "request_not_valid"
     status = 404
+
+
+class RouteNotFound(ServiceError):
+    """A path this API does not serve (the spec has no not-found code)."""
+
+    code = "request_not_valid"
+    status = 404
+
+
+class MethodNotAllowed(ServiceError):
+    """A served path asked with a method it does not take."""
+
+    code = "request_not_valid"
+    status = 405

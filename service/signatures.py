@@ -47,8 +47,8 @@ def sign_params(pairs: Iterable[tuple[str, str]], signing_key: str) -> str:
 def is_valid(signature: str, signing_key: str, *, pairs: list[tuple[str, str]], raw_query: str,
              method: str) -> bool:
     """Constant-time check of `signature` against both accepted message forms."""
-    given = signature.strip().lower()
-    ok = hmac.compare_digest(sign(canonical_message(pairs), signing_key), given)
+    given = signature.strip().lower().encode()  # bytes: compare_digest refuses non-ASCII text
+    ok = hmac.compare_digest(sign(canonical_message(pairs), signing_key).encode(), given)
     if method == "GET":
-        ok |= hmac.compare_digest(sign(query_without_signature(raw_query), signing_key), given)
+        ok |= hmac.compare_digest(sign(query_without_signature(raw_query), signing_key).encode(), given)
     return ok

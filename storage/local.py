@@ -90,4 +90,4 @@ def verify_file_signature(secret: bytes, key: str, expires: int, signature: str,
     """True when the signature matches and has not expired."""
     if expires < now:
         return False
-    return hmac.compare_digest(file_signature(secret, key, expires), signature)
+    return hmac.compare_digest(file_signature(secret, key, expires).encode(), signature.encode())

@@ -80,7 +80,7 @@ def _check_signature(org: Organisation, raw_body: bytes, signature: str | None) 
                                     "hex HMAC-SHA256 of the raw JSON body, keyed with your signing key.")
         return
     expected = hmac.new((org.signing_key or "").encode(), raw_body, hashlib.sha256).hexdigest()
-    if not org.signing_key or not hmac.compare_digest(signature, expected):
+    if not org.signing_key or not hmac.compare_digest(signature.encode(), expected.encode()):
         raise SignatureNotValid("The signature does not match the body: sign the raw JSON body with your "
                                 "signing key (hex HMAC-SHA256).")
 

@@ -35,15 +35,18 @@ SLOT_MARGIN_SECONDS = 5
 # An async job may wait in the queue: its slot is held that much longer before it can expire.
 ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
 
-_TAKE_DOC = {
-    "parameters": [
+def query_doc(model: type[TakeOptions]) -> dict[str, Any]:
+    """OpenAPI parameters of a GET route whose options come from the query string (all strings there)."""
+    return {"parameters": [
         {"name": name, "in": "query", "required": False, "description": info.description,
          "schema": {"type": "string"}}
-        for name, info in ((f.alias or n, f) for n, f in TakeOptions.model_fields.items())
-    ],
-}
-_TAKE_BODY = {"requestBody": {"content": {"application/json": {"schema": TakeOptions.model_json_schema(
-    by_alias=True)}}}}
+        for name, info in ((f.alias or n, f) for n, f in model.model_fields.items())
+    ]}
+
+
+def body_doc(model: type[TakeOptions]) -> dict[str, Any]:
+    """OpenAPI request body of a POST route taking the options as JSON."""
+    return {"requestBody": {"content": {"application/json": {"schema": model.model_json_schema(by_alias=True)}}}}
 
 
 async def read_params(request: Request, arrays: frozenset[str]) -> RawParams:
@@ -58,18 +61,25 @@ def new_reference() -> str:
     return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
 
 
-@router.get("/take", openapi_extra=_TAKE_DOC, summary="Take a screenshot (parameters in the query)")
+@router.get("/take", openapi_extra=query_doc(TakeOptions), summary="Take a screenshot (parameters in the query)")
 async def take_get(request: Request) -> Response:
     return await take(request)
 
 
-@router.post("/take", openapi_extra=_TAKE_BODY, summary="Take a screenshot (JSON body and/or query)")
+@router.post("/take", openapi_extra=body_doc(TakeOptions), summary="Take a screenshot (JSON body and/or query)")
 async def take_post(request: Request) -> Response:
     return await take(request)
 
 
-@router.api_route("/animate", methods=["GET", "POST"], summary="Record a page: a video or a scroll animation")
-async def animate(request: Request) -> Response:
+@router.get("/animate", openapi_extra=query_doc(AnimateOptions),
+            summary="Record a page: a video or a scroll animation (parameters in the query)")
+async def animate_get(request: Request) -> Response:
+    return await take(request, parse_animate_options, ANIMATE_ARRAYS)
+
+
+@router.post("/animate", openapi_extra=body_doc(AnimateOptions),
+             summary="Record a page: a video or a scroll animation (JSON body and/or query)")
+async def animate_post(request: Request) -> Response:
     return await take(request, parse_animate_options, ANIMATE_ARRAYS)
 
 

@@ -40,3 +40,15 @@ def test_docs_and_openapi_list_every_take_parameter(client: httpx.Client) -> Non
     assert names == {f.alias or n for n, f in TakeOptions.model_fields.items()}
     body_schema = take["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "viewport_device" in body_schema["properties"]
+
+
+def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Client) -> None:
+    missing = client.get("/v1/screenshot/nothing-here")
+    assert missing.status_code == 404
+    assert missing.json()["error_code"] == "request_not_valid"
+    assert "/v1/screenshot/nothing-here" in missing.json()["error_message"]
+    newline = client.get("/v1/screenshot/files/a%0Ab")  # no route matches a key holding a newline
+    assert newline.status_code == 404 and newline.json()["is_successful"] is False
+    wrong = client.delete("/v1/screenshot/take")
+    assert wrong.status_code == 405
+    assert wrong.json()["error_code"] == "request_not_valid" and "DELETE" in wrong.json()["error_message"]

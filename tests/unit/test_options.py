@@ -105,3 +105,10 @@ def test_payload_round_trip_keeps_what_was_given() -> None:
     assert again == options
     assert "image_quality" in again.model_fields_set  # an explicit png quality means a palette PNG
     assert "timeout" not in again.model_fields_set
+
+
+@pytest.mark.parametrize("value", ["", " ", ", ,"])
+def test_wait_for_selector_must_name_a_selector(value: str) -> None:
+    with pytest.raises(RequestNotValid) as caught:
+        parse_take_options({"url": "https://example.com", "wait_for_selector": value})
+    assert caught.value.details[0].field == "wait_for_selector"

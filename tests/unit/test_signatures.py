@@ -59,3 +59,8 @@ def test_as_sent_form_is_get_only() -> None:
 
 def test_query_without_signature_keeps_everything_else_verbatim() -> None:
     assert signatures.query_without_signature("a=%20x&signature=1&b=+&sig%6eature=2") == "a=%20x&b=+"
+
+
+def test_a_non_ascii_signature_is_simply_wrong() -> None:
+    pairs = [("url", "https://example.com")]
+    assert not signatures.is_valid("é" * 64, "key", pairs=pairs, raw_query="url=https://example.com", method="GET")

@@ -50,3 +50,7 @@ def test_signed_urls_verify_until_they_expire_or_change() -> None:
     assert not verify_file_signature(SECRET, "o/k.png", 2000, signature, now=2001)
     assert not verify_file_signature(SECRET, "o/other.png", 2000, signature, now=1999)
     assert not verify_file_signature(SECRET, "o/k.png", 2500, signature, now=1999)
+
+
+def test_a_non_ascii_file_signature_is_simply_wrong() -> None:
+    assert not verify_file_signature(SECRET, "o/k.png", 2000, "X¸\U0009f100¢", now=1999)

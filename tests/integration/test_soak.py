@@ -1,0 +1,123 @@
+"""A soak: 1,000 mixed captures through the API on one worker; the worker's memory (its own process and
+its Chromium, as proportional set size so shared pages count once) comes back to its steady level.
+
+The measurements are written to stderr (`pytest -s` not needed) and to `soak.json` in the test's data
+directory; the README's sizing advice quotes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from service.organisations import OrganisationStore
+from tests.servers import RunningService, redis_server, running_service
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+CAPTURES = 1000
+WARM_UP = 100
+CLIENTS = 2  # so the worker always has the next job waiting
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def soaked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    data_dir = tmp_path_factory.mktemp("soak")
+    (data_dir / "redis").mkdir()
+    with redis_server(data_dir / "redis") as url, running_service(url, data_dir, workers=1) as running:
+        yield running
+
+
+def soak_key(service: RunningService) -> str:
+    async def create() -> str:
+        connection = redis.asyncio.Redis.from_url(service.redis_url)
+        try:
+            created = await OrganisationStore(connection).create("soak", quota=CAPTURES * 2, concurrency=CLIENTS)
+        finally:
+            await connection.aclose()
+        return created.access_key
+
+    return asyncio.run(create())
+
+
+def process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [root], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """`field` (Pss, Rss) of one process from /proc/<pid>/smaps_rollup, in KiB; 0 once it is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    return 0
+
+
+def measure(worker: int) -> dict[str, float]:
+    tree = process_tree(worker)
+    return {"worker_python_rss_mib": memory_kib(worker, "Rss") / 1024,
+            "worker_total_pss_mib": sum(memory_kib(pid, "Pss") for pid in tree) / 1024,
+            "processes": len(tree)}
+
+
+def mixed_requests(site: Site) -> Iterator[dict[str, str]]:
+    kinds = [
+        {"url": site.url("/colours.html"), "viewport_width": "400", "viewport_height": "300"},
+        {"url": site.url("/article.html"), "format": "jpeg", "full_page": "true"},
+        {"url": site.url("/gradient.html"), "format": "webp", "image_width": "200"},
+        {"html": "<h1 style='color:red'>soak</h1>", "format": "png"},
+        {"markdown": "# Soak\n\n* one\n* two", "format": "pdf"},
+        {"url": site.url("/tall.html"), "full_page": "true", "format": "png", "image_width": "300"},
+        {"url": site.url("/colours.html"), "response_type": "json", "metadata_page_title": "true"},
+        {"url": site.url("/article.html"), "block_ads": "true", "block_cookie_banners": "true"},
+    ]
+    return itertools.islice(itertools.cycle(kinds), CAPTURES)
+
+
+def test_a_thousand_mixed_captures_leave_the_worker_at_its_steady_memory(soaked: RunningService, site: Site,
+                                                                          tmp_path: Path) -> None:
+    key = soak_key(soaked)
+    worker = soaked.processes["worker0"].pid
+    requests = list(mixed_requests(site))
+
+    def send(params: dict[str, str]) -> int:
+        with httpx.Client(base_url=soaked.url, timeout=120) as http:
+            return http.get("/v1/screenshot/take", params={"access_key": key, **params}).status_code
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        warm = list(pool.map(send, requests[:WARM_UP]))
+        steady = measure(worker)
+        rest = list(pool.map(send, requests[WARM_UP:]))
+        after = measure(worker)
+    statuses = warm + rest
+    assert statuses.count(200) == CAPTURES, {code: statuses.count(code) for code in set(statuses)}
+    with httpx.Client(base_url=soaked.url) as http:
+        assert http.get("/v1/screenshot/usage", params={"access_key": key}).json()["used"] == CAPTURES
+    report = {"captures": CAPTURES, "after_warm_up": steady, "after_all": after}
+    (tmp_path / "soak.json").write_text(json.dumps(report, indent=2))
+    sys.stderr.write(f"\nsoak: {json.dumps(report)}\n")
+    # Chromium is restarted every SCREENSHOT_JOBS_PER_BROWSER jobs (500): memory may move within a band,
+    # but not grow with the number of jobs.
+    assert after["worker_python_rss_mib"] <= steady["worker_python_rss_mib"] * 1.2 + 30, report
+    assert after["worker_total_pss_mib"] <= steady["worker_total_pss_mib"] * 1.3 + 50, report
