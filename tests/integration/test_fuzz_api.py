@@ -141,8 +141,9 @@ def test_no_server_errors_and_no_hangs(fuzzed: RunningService, fuzz_key: str, si
     for operation in operations:
         captures = operation.path.endswith(("/take", "/animate"))
 
-        @settings(max_examples=CAPTURE_EXAMPLES if captures else EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None,
-                  phases=[Phase.explicit, Phase.generate])  # shrinking re-runs slow captures: report as found
+        # No shrinking: it re-runs slow captures; a failure is reported as found.
+        @settings(max_examples=CAPTURE_EXAMPLES if captures else EXAMPLES, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
         @given(case=operation.as_strategy(), data=st.data())
         def fuzz(case: Any, data: st.DataObject) -> None:
             narrowed(case, data, site)
