@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import secrets
 import uuid
@@ -9,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request, Response
@@ -23,7 +26,7 @@ from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
 from service.errors import MethodNotAllowed, RequestBodyTooLarge, RouteNotFound, TemporaryUnavailable
-from service.jobs import JobRecords
+from service.jobs import JobRecords, sweep_orphans
 from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
@@ -33,6 +36,7 @@ from service.settings import Settings
 from storage import StorageError, open_storage
 
 log = logging.getLogger(__name__)
+SWEEP_INTERVAL_SECONDS = 2
 
 
 def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:
@@ -117,6 +121,8 @@ def create_app(settings: Settings) -> FastAPI:
                 policy=NetworkPolicy.from_settings(settings.render))
             await _bootstrap_organisation(context)
             app.state.context = context
+            sweeper = asyncio.create_task(_sweep_orphans(sync_connection))
+            stack.push_async_callback(_cancel, sweeper)
             yield
 
     app = FastAPI(
@@ -178,6 +184,22 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(account.router)
     app.include_router(operations.router)
     return app
+
+
+async def _sweep_orphans(connection: redis.Redis) -> None:
+    """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans)."""
+    while True:
+        await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
+        try:
+            await anyio.to_thread.run_sync(sweep_orphans, connection)
+        except (redis.RedisError, OSError):
+            log.warning("sweeping orphaned async jobs failed; retrying", exc_info=True)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _bootstrap_organisation(context: AppContext) -> None:

@@ -13,15 +13,19 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+import redis
 import redis.asyncio as aioredis
 
-from render.protocol import JOB_RECORD_TTL_SECONDS, JobRequest, JobResult, job_key, mark_job
+from render.errors import InternalError
+from render.protocol import JOB_RECORD_TTL_SECONDS, JobRequest, JobResult, alive_key, job_key, mark_job
 from service import webhooks
 from service.organisations import text
 from service.quota import settle_now
 from service.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
+IN_FLIGHT_KEY = "jobs:async:in-flight"  # references of async jobs a worker is rendering
+SWEEP_LOCK_SECONDS = 60
 
 
 def outcome_fields(result: JobResult) -> dict[str, str]:
@@ -61,17 +65,55 @@ def capture_async(payload: dict[str, Any], webhook: dict[str, Any] | None) -> di
     job = JobRequest.from_json(payload)
     # Time spent waiting in the queue is not the capture's: its timeout starts now.
     job = replace(job, deadline=time.time() + job.timeout)
-    mark_job(worker.redis, job.reference, status="rendering", worker=worker.name)
+    with worker.redis.pipeline() as pipe:  # both or neither: the sweeper reads them together
+        pipe.hset(job_key(job.reference), mapping={"status": "rendering", "worker": worker.name})
+        pipe.sadd(IN_FLIGHT_KEY, job.reference)
+        pipe.execute()
     result = worker.handle(job)
-    settle_now(worker.redis, job.organisation, job.reference, success=result.ok)
-    mark_job(worker.redis, job.reference, **outcome_fields(result))
+    finish(worker.redis, job, result, webhook)
+    return {"ok": result.ok, "error_code": (result.error or {}).get("error_code")}
+
+
+def finish(connection: redis.Redis, job: JobRequest, result: JobResult, webhook: dict[str, Any] | None) -> None:
+    """Settle the quota (charged only on success, slot freed), record the outcome, owe the webhook."""
+    settle_now(connection, job.organisation, job.reference, success=result.ok)
+    mark_job(connection, job.reference, **outcome_fields(result))
+    connection.srem(IN_FLIGHT_KEY, job.reference)
     if webhook is not None:
         delivery = webhook_delivery(job, result, webhook)
         if delivery is not None:
             settings = _service_settings().service
-            webhooks.enqueue(worker.redis, delivery, webhooks.schedule_of(settings.webhook_retry_schedule),
+            webhooks.enqueue(connection, delivery, webhooks.schedule_of(settings.webhook_retry_schedule),
                              settings.webhook_timeout)
-    return {"ok": result.ok, "error_code": (result.error or {}).get("error_code")}
+
+
+def sweep_orphans(connection: redis.Redis) -> int:
+    """Finish the async jobs whose worker died while rendering them (its heartbeat lapsed): failed,
+    nothing charged, slot freed, `webhook_errors` receivers told. Run by every API every few seconds; a
+    lock per job makes one of them do it. Returns how many it finished."""
+    finished = 0
+    for raw in connection.smembers(IN_FLIGHT_KEY):
+        reference = text(raw)
+        record = {text(k): text(v) for k, v in connection.hgetall(job_key(reference)).items()}
+        if record.get("status") != "rendering":
+            connection.srem(IN_FLIGHT_KEY, reference)  # finished meanwhile, or its record expired
+            continue
+        if connection.exists(alive_key(record.get("worker", ""))):
+            continue
+        if not connection.set(f"sweep:{reference}", "1", nx=True, ex=SWEEP_LOCK_SECONDS):
+            continue  # another API is on it
+        payload = record.get("payload")
+        if not payload:
+            connection.srem(IN_FLIGHT_KEY, reference)
+            continue
+        parts = orjson.loads(payload)
+        job = JobRequest.from_json(parts["job"])
+        error = InternalError("The worker rendering this job stopped (it crashed or was killed); nothing was "
+                              "charged. Submit it again.")
+        log.warning("async job %s lost its worker %s; finished as failed", reference, record.get("worker"))
+        finish(connection, job, JobResult(reference, ok=False, error=error.to_payload()), parts["webhook"])
+        finished += 1
+    return finished
 
 
 class JobRecords:
@@ -80,10 +122,14 @@ class JobRecords:
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
 
-    async def queued(self, reference: str, organisation: str) -> None:
+    async def queued(self, reference: str, organisation: str, *, job: JobRequest | None = None,
+                     webhook: dict[str, Any] | None = None) -> None:
+        """A new job's record; an async `job` keeps what `sweep_orphans` needs to finish it if its worker dies."""
+        fields = {"organisation": organisation, "status": "queued", "created": str(time.time())}
+        if job is not None:
+            fields["payload"] = orjson.dumps({"job": job.to_json(), "webhook": webhook}).decode()
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(job_key(reference), mapping={"organisation": organisation, "status": "queued",
-                                                   "created": str(time.time())})
+            pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
             pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
             await pipe.execute()
 

@@ -151,7 +151,7 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
             reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
             deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
             vision=vision_request(context, options, reference), kind=options.job_kind)
-        await context.records.queued(reference, org.id)
+        await context.records.queued(reference, org.id, job=job, webhook=webhook_settings(options))
         await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),
                                         webhook_settings(options)), job_timeout=int(options.timeout + grace),
                                         ttl=None)

@@ -143,7 +143,9 @@ def test_several_apis_and_workers_serve_a_mixed_load_and_count_usage_once(
 
     colours = site.url("/colours.html")
     requests: list[tuple[dict[str, str], str]] = (
-        [({"url": colours}, "image/png")] * 4
+        # Two slow captures first, sent together: while one worker renders one, the other must take the other.
+        [({"url": site.url("/slow?ms=1500")}, "image/png")] * 2
+        + [({"url": colours}, "image/png")] * 4
         + [({"url": colours, "format": "jpeg"}, "image/jpeg")] * 2
         + [({"html": "<h1>PDF</h1>", "format": "pdf"}, "application/pdf")] * 2
         + [({"url": colours, "viewport_width": "-1"}, "request_not_valid")] * 2
@@ -174,7 +176,7 @@ def test_several_apis_and_workers_serve_a_mixed_load_and_count_usage_once(
             assert response.status_code >= 400 and response.json()["error_code"] == expected, response.text
     with httpx.Client(base_url=isolated.urls[1]) as http:
         record = usage(http, fresh_org)
-    assert record["used"] == successes == 8
+    assert record["used"] == successes == 10
     assert record["concurrency"]["remaining"] == 4
     workers = {connection.hget(key, "worker") for key in set(connection.scan_iter("job:*")) - known_jobs}
     assert len(workers - {None}) == WORKERS, "the jobs were spread over every worker"
@@ -306,3 +308,26 @@ def test_the_api_stopped_with_requests_in_flight_answers_them_then_exits(
         wait_for(lambda: http.get("/readyz").status_code == 200, 60, "the restarted API")
         record = usage(http, fresh_org)
         assert record["used"] == 1 and record["concurrency"]["remaining"] == 4
+
+
+def test_an_async_job_whose_worker_is_killed_fails_uncharged_and_tells_its_webhook(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    from tests.receivers import Receiver
+
+    with Receiver() as receiver, httpx.Client(base_url=isolated.url) as http:
+        accepted = take(http, fresh_org, site.url("/slow?ms=8000"), timeout="30", webhook_url=receiver.url("/hook"),
+                        webhook_errors="true", **{"async": "true"})
+        assert accepted.status_code == 202, accepted.text
+        reference = accepted.json()["reference"]
+        victim = role_of(isolated, rendering_worker(store))
+        assert usage(http, fresh_org)["concurrency"]["remaining"] == 3  # the job holds its slot
+        os.killpg(isolated.processes[victim].pid, signal.SIGKILL)
+        [delivery] = receiver.wait_for("/hook", timeout=30)  # the API's sweeper, within seconds
+        assert delivery.json()["error_code"] == "internal_application_error"
+        assert delivery.headers["x-service-reference"] == reference
+        status = http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": fresh_org.access_key}).json()
+        assert status["status"] == "failed" and "stopped" in status["error_message"]
+        record = usage(http, fresh_org)
+        assert record["used"] == 0 and record["concurrency"]["remaining"] == 4
+        isolated.restart(victim)
+        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
