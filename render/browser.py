@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,13 @@ class BrowserSupervisor:
         self._browser: Browser | None = None
         self._jobs_since_start = 0
         self._prepared: asyncio.Task[Tab] | None = None
+        # The context kept from the last job (settings.reuse_contexts): its owner, and its next page.
+        self._warm: tuple[str, Tab] | None = None
+        self._next_page: asyncio.Task[Tab] | None = None  # being created in the running job's context
         self._releasing: asyncio.Task[None] | None = None
         self._closed = False
         self.restarts = 0
+        self.reuses = 0  # jobs served a kept context (settings.reuse_contexts)
         # Chromium's own home, holding the extra certificate authorities when some are configured.
         self._home: Path | None = None
         if settings.ca_certificates:
@@ -164,21 +169,46 @@ class BrowserSupervisor:
             # service_workers="block" alone still lets a page register one (seen with Chromium 156):
             # the API is removed from every frame before any page script runs.
             await context.add_init_script(NO_SERVICE_WORKERS)
-            page = await context.new_page()
-            cdp = await context.new_cdp_session(page)
+            return await self._new_page(context)
         except BaseException:
             await context.close()
             raise
+
+    @staticmethod
+    async def _new_page(context: BrowserContext) -> Tab:
+        page = await context.new_page()
+        cdp = await context.new_cdp_session(page)
         return Tab(context, page, cdp)
 
-    async def acquire(self) -> Tab:
-        """A fresh tab at the default viewport: the prepared one, else a new one."""
+    async def acquire(self, owner: str | None = None) -> Tab:
+        """A fresh tab at the default viewport: the page waiting in `owner`'s kept context, else the
+        prepared tab, else a new one. With settings.reuse_contexts, the page for `owner`'s next job starts
+        being created in the same context right away, while this job runs."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             await asyncio.gather(releasing, return_exceptions=True)
         if self._browser is not None and not self._browser.is_connected():
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
+            await self._discard_warm()
+        tab = await self._warm_tab(owner) or await self._fresh_tab()
+        if owner is not None and self._settings.reuse_contexts:
+            self._next_page = asyncio.ensure_future(self._new_page(tab.context))
+        return tab
+
+    async def _warm_tab(self, owner: str | None) -> Tab | None:
+        """The page kept for `owner`, if any; another owner's kept context is closed (they never share)."""
+        warm, self._warm = self._warm, None
+        if warm is None:
+            return None
+        kept_for, tab = warm
+        if kept_for != owner or not (tab.context.browser and tab.context.browser.is_connected()):
+            await tab.close()
+            return None
+        self.reuses += 1
+        return tab
+
+    async def _fresh_tab(self) -> Tab:
         prepared, self._prepared = self._prepared, None
         if prepared is not None:
             try:
@@ -194,19 +224,54 @@ class BrowserSupervisor:
         self.prepare()
         return tab
 
-    async def release(self, tab: Tab, *, healthy: bool = True) -> None:
-        """Close a job's tab, restart Chromium when due, and start preparing the next tab."""
-        if not await tab.close():
-            log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
-            healthy = False
+    async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
+                      origins: Iterable[str] = ()) -> None:
+        """Wipe and keep the job's context for its owner's next job (or close it), restart Chromium when
+        due, and start preparing the next tab."""
+        next_page, self._next_page = self._next_page, None
         self._jobs_since_start += 1
-        if not healthy or self._jobs_since_start >= self._settings.jobs_per_browser:
+        restart_due = not healthy or self._jobs_since_start >= self._settings.jobs_per_browser
+        kept = (owner is not None and next_page is not None and not restart_due
+                and await self._keep(tab, owner, origins, next_page))
+        if not kept:
+            if next_page is not None:
+                next_page.cancel()
+            if not await tab.close():
+                log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
+                restart_due = True
+        if restart_due:
             await self.restart()
         self.prepare()
 
-    def release_soon(self, tab: Tab, *, healthy: bool = True) -> None:
+    def release_soon(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
+                     origins: Iterable[str] = ()) -> None:
         """`release` in the background, so the job's result goes out before the clean-up."""
-        self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy))
+        self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy, owner=owner, origins=origins))
+
+    async def _keep(self, tab: Tab, owner: str, origins: Iterable[str], next_page: asyncio.Task[Tab]) -> bool:
+        """Close the job's page, wipe what it left in the context (cookies, storage and cache of every
+        origin it reached, permissions) and keep the context's next page for `owner`. False when that
+        fails (the caller then closes the context)."""
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
+                await tab.page.close()  # its scripts stop: nothing writes after the wipe
+                following = await next_page
+                for origin in sorted(origins):
+                    await following.cdp.send("Storage.clearDataForOrigin",
+                                             {"origin": origin, "storageTypes": "all"})
+                await following.cdp.send("Network.clearBrowserCache")
+                await tab.context.clear_cookies()
+                await tab.context.clear_permissions()
+        except Exception:
+            log.warning("could not wipe a context for reuse; closing it", exc_info=True)
+            return False
+        self._warm = (owner, following)
+        return True
+
+    async def _discard_warm(self) -> None:
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            await warm[1].close()
 
     def prepare(self) -> None:
         """Start creating the next tab in the background (no-op when one is being prepared)."""
@@ -216,6 +281,7 @@ class BrowserSupervisor:
     async def restart(self) -> None:
         """Close Chromium now; the next tab starts a new one."""
         await self._discard_prepared()
+        await self._discard_warm()
         if self._browser is not None:
             browser, self._browser = self._browser, None
             self.restarts += 1

@@ -57,6 +57,13 @@ class Refusal:
     kind: str = "policy"  # policy (refused by the network policy), unresolved or unreachable
 
 
+def _origin(scheme: str, host: str, port: str) -> str:
+    """`scheme://host[:port]` as browsers write origins (default ports left out, IPv6 in brackets)."""
+    default = {"https": "443", "http": "80"}[scheme]
+    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"{scheme}://{name.lower()}" + ("" if port == default else f":{port}")
+
+
 class EgressProxy:
     """An HTTP proxy on loopback that enforces the network policy for one worker's browser."""
 
@@ -64,12 +71,14 @@ class EgressProxy:
         self.policy = policy
         self.refusals: list[Refusal] = []  # since the current job started (jobs run one at a time)
         self.upstream: Upstream | None = None  # the current job's upstream proxy
+        self.origins: set[str] = set()  # origins the current job's browser connected to (to wipe afterwards)
         self._server: asyncio.Server | None = None
 
     def begin_job(self, upstream: Upstream | None) -> None:
         """A new job starts: its own refusals and upstream. Connections still open from the previous
         job (a slow DNS answer, say) report nothing into this one."""
         self.refusals = []  # a new list: open connections keep appending to the one they started with
+        self.origins = set()
         self.upstream = upstream
 
     @property
@@ -88,7 +97,7 @@ class EgressProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await self._handle(reader, writer, self.refusals, self.upstream)
+            await self._handle(reader, writer, self.refusals, self.upstream, self.origins)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
             pass
         except Exception:
@@ -97,7 +106,7 @@ class EgressProxy:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refusals: list[Refusal],
-                      chain: Upstream | None) -> None:
+                      chain: Upstream | None, origins: set[str]) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         method, target, _version = request_line.split(" ", 2)
@@ -111,6 +120,10 @@ class EgressProxy:
                 return
             host, port = parts.hostname, str(parts.port or 80)
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if method == "CONNECT":  # https, or a WebSocket (then the origin may be http's too)
+            origins.update({_origin("https", host, port), *([_origin("http", host, port)] if port != "443" else [])})
+        else:
+            origins.add(_origin("http", host, port))
         try:
             address = await self.policy.checked_address(host)
         except AddressNotAllowed as refused:

@@ -102,21 +102,23 @@ class WorkerRuntime:
         assert self.redis is not None
         connection = self.redis
 
-        reported_restarts = 0
+        reported_restarts = reported_reuses = 0
 
         heartbeat_file = local_heartbeat_file()
 
         def beat() -> None:
-            nonlocal reported_restarts
+            nonlocal reported_restarts, reported_reuses
             heartbeat_file.touch()
-            restarts = self.supervisor.restarts
+            restarts, reuses = self.supervisor.restarts, self.supervisor.reuses
             with connection.pipeline(transaction=False) as pipe:
                 pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)
                 pipe.zadd(WORKERS_SEEN_KEY, {self.name: time.time()})
                 if restarts > reported_restarts:
                     pipe.hincrby(COUNTERS_KEY, "browser_restarts", restarts - reported_restarts)
+                if reuses > reported_reuses:
+                    pipe.hincrby(COUNTERS_KEY, "contexts_reused", reuses - reported_reuses)
                 pipe.execute()
-            reported_restarts = restarts
+            reported_restarts, reported_reuses = restarts, reuses
 
         while True:
             try:
@@ -130,18 +132,21 @@ class WorkerRuntime:
         /animate's recorder here: render never imports animate)."""
         self.kinds[kind] = (model, work)
 
-    def render(self, options: TakeOptions, unix_deadline: float) -> Output:
-        """Run one capture on the loop thread, enforcing the deadline from this thread too."""
-        return self._run(options, unix_deadline, lambda tab, env, deadline: capture(options, tab, env, deadline))
+    def render(self, options: TakeOptions, unix_deadline: float, *, owner: str | None = None) -> Output:
+        """Run one capture on the loop thread, enforcing the deadline from this thread too. `owner` (an
+        organisation) may get the browser context its previous job left, wiped."""
+        return self._run(options, unix_deadline, lambda tab, env, deadline: capture(options, tab, env, deadline),
+                         owner=owner)
 
-    def render_variants(self, variants: list[TakeOptions], unix_deadline: float) -> list[Output | ServiceError]:
+    def render_variants(self, variants: list[TakeOptions], unix_deadline: float, *,
+                        owner: str | None = None) -> list[Output | ServiceError]:
         """One page load, one output per variant (bulk `optimize`)."""
         return self._run(variants[0], unix_deadline,
-                         lambda tab, env, deadline: capture_variants(variants, tab, env, deadline))
+                         lambda tab, env, deadline: capture_variants(variants, tab, env, deadline), owner=owner)
 
     def _run(self, options: TakeOptions, unix_deadline: float,
-             work: Callable[[Tab, Environment, float], Awaitable[T]]) -> T:
-        future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work), self.loop)
+             work: Callable[[Tab, Environment, float], Awaitable[T]], *, owner: str | None = None) -> T:
+        future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work, owner), self.loop)
         hard_limit = unix_deadline - time.time() + self.settings.deadline_grace_seconds
         try:
             return future.result(timeout=max(0.0, hard_limit))
@@ -153,10 +158,10 @@ class WorkerRuntime:
             raise _overran(options) from None
 
     async def _on_tab(self, options: TakeOptions, unix_deadline: float,
-                      work: Callable[[Tab, Environment, float], Awaitable[T]]) -> T:
+                      work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
         deadline = monotonic_deadline(unix_deadline)
         started = time.monotonic()
-        tab = await self.supervisor.acquire()
+        tab = await self.supervisor.acquire(owner)
         self.last_acquire_seconds = time.monotonic() - started
         healthy = True
         try:
@@ -171,7 +176,8 @@ class WorkerRuntime:
             healthy = tab.context.browser is not None and tab.context.browser.is_connected()
             raise
         finally:
-            self.supervisor.release_soon(tab, healthy=healthy)
+            # Every origin the job's browser reached went through the egress: their storage is wiped.
+            self.supervisor.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)
 
     def handle(self, job: JobRequest) -> JobResult:
         """Run a queued job and publish its result; never raises for capture failures."""
@@ -190,7 +196,8 @@ class WorkerRuntime:
             if job.variants:
                 result = self._handle_variants(job, options, started)
             else:
-                output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline))
+                output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline),
+                                   owner=job.organisation)
                 result = self._finish(job, options, output, started)
         except ServiceError as error:
             if error.report:
@@ -233,7 +240,8 @@ class WorkerRuntime:
                         for v in job.variants]
         every = [options] + [TakeOptions.model_validate(v["options"]) for v in job.variants]
         results: list[JobResult] = []
-        for each, each_options, output in zip(jobs, every, self.render_variants(every, job.deadline), strict=True):
+        outputs = self.render_variants(every, job.deadline, owner=job.organisation)
+        for each, each_options, output in zip(jobs, every, outputs, strict=True):
             try:
                 if isinstance(output, ServiceError):
                     raise output

@@ -28,6 +28,10 @@ class RenderSettings(BaseSettings):
     chromium_sandbox: Literal["auto", "on", "off"] = Field(
         "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "
         "sandbox as root). In a container it needs user namespaces: see README, Deploying.")
+    reuse_contexts: bool = Field(
+        True, description="Keep a browser context between jobs of the same organisation (each job still gets "
+        "a new page; cookies, storage and cache of every origin the job reached and permissions are wiped "
+        "after it): saves Chromium about 400 ms of CPU a job. Off: a new context per job.")
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")

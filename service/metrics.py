@@ -21,6 +21,10 @@ class SharedCounters(Collector):
                                        "every N jobs), all workers.")
         restarts.add_metric([], self.snapshot.get("browser_restarts", 0))
         yield restarts
+        reused = CounterMetricFamily("screenshot_browser_contexts_reused", "Jobs served a browser context kept "
+                                     "from the same organisation's previous job (wiped), all workers.")
+        reused.add_metric([], self.snapshot.get("contexts_reused", 0))
+        yield reused
         webhooks = CounterMetricFamily("screenshot_webhook_deliveries", "Webhook delivery attempts by outcome "
                                        "(delivered, failed_attempt, given_up).", labels=["outcome"])
         for outcome, field in (("delivered", "webhook_delivered"), ("failed_attempt", "webhook_failed_attempts"),

@@ -63,6 +63,38 @@ def redis_server(data_dir: Path) -> Iterator[str]:
         process.wait(10)
 
 
+def metric(http: httpx.Client, line_start: str) -> float:
+    """A sample of /metrics by its name and labels as written, e.g. `screenshot_browser_restarts_total`."""
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[-1])
+    raise KeyError(line_start)
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [root], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """`field` (Pss, Rss) of one process from /proc/<pid>/smaps_rollup, in KiB; 0 once it is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    return 0
+
+
 JOB_SECRET = secrets.token_hex(32)  # what `run` generates; the API and workers of a test service share it
 
 

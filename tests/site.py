@@ -115,7 +115,36 @@ const hoard = []; setInterval(() => { for (let i = 0; i < 50; i++) hoard.push(ne
 </script></body></html>"""
 NEVER_LOADS = """<html><body>loading forever<img src="/slow?ms=600000"></body></html>"""
 
+# State a page leaves in its browser context, for the tests of context reuse: the writer stores a cookie,
+# localStorage, IndexedDB and Cache API entries and loads a script the HTTP cache keeps for an hour; the
+# reader shows what it finds in <pre id="state"> and adds #done when it has looked.
+STATE_WRITER = """<html><body><script src="/state/cached.js"></script><script>
+document.cookie = "leak=1; max-age=3600; path=/";
+localStorage.setItem("leak", "1");
+const open = indexedDB.open("leakdb", 1);
+open.onupgradeneeded = () => open.result.createObjectStore("s");
+open.onsuccess = async () => {
+  const tx = open.result.transaction("s", "readwrite");
+  tx.objectStore("s").put("1", "k");
+  await new Promise(done => tx.oncomplete = done);
+  await (await caches.open("leak")).put("/state/entry", new Response("1"));
+  document.body.insertAdjacentHTML("beforeend", "<p id=done>written</p>");
+};
+</script></body></html>"""
+STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.js"></script><script>
+(async () => {
+  const found = {cookie: document.cookie, local: localStorage.getItem("leak"), caches: await caches.keys()};
+  found.indexeddb = (await indexedDB.databases()).map(db => db.name);
+  document.getElementById("state").textContent = JSON.stringify(found);
+  document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
+})();
+</script></body></html>"""
+
 ROUTES: dict[str, Handler] = {
+    "/state/writer.html": lambda q: _html(STATE_WRITER),
+    "/state/reader.html": lambda q: _html(STATE_READER),
+    "/state/cached.js": lambda q: (200, "text/javascript", b"window.cached = true;",
+                                   {"Cache-Control": "public, max-age=3600"}),
     "/loop": _loop,
     "/huge.html": lambda q: (200, "text/html", _huge()),
     "/memory-bomb.html": lambda q: _html(MEMORY_BOMB),

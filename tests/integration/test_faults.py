@@ -20,7 +20,7 @@ import redis
 
 from service.organisations import OrganisationStore
 from tests.conftest import Org
-from tests.servers import RunningService, free_port, running_service, wait_for
+from tests.servers import RunningService, free_port, metric, process_tree, running_service, wait_for
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -105,29 +105,6 @@ def role_of(isolated: RunningService, worker_name: str) -> str:
     return next(role for role, process in isolated.processes.items() if process.pid == pid)
 
 
-def metric(http: httpx.Client, line_start: str) -> float:
-    """A sample of /metrics by its name and labels as written, e.g. `screenshot_browser_restarts_total`."""
-    for line in http.get("/metrics").text.splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.split()[-1])
-    raise KeyError(line_start)
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below `root`, from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def in_background(call):  # type: ignore[no-untyped-def]
     box: dict[str, object] = {}
     thread = threading.Thread(target=lambda: box.setdefault("value", call()))
@@ -209,8 +186,8 @@ def test_chromium_killed_mid_job_restarts_and_the_next_request_succeeds(
         thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=8000"), timeout="30"))
         worker = isolated.processes[role_of(isolated, rendering_worker(store))]
         wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
-        browsers = [pid for pid in descendants(worker.pid) if "chrom" in Path(f"/proc/{pid}/comm").read_text()]
-        assert browsers, [(pid, Path(f"/proc/{pid}/comm").read_text().strip()) for pid in descendants(worker.pid)]
+        browsers = [pid for pid in process_tree(worker.pid)[1:] if "chrom" in Path(f"/proc/{pid}/comm").read_text()]
+        assert browsers, [(pid, Path(f"/proc/{pid}/comm").read_text().strip()) for pid in process_tree(worker.pid)[1:]]
         for pid in browsers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

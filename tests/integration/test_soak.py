@@ -10,7 +10,6 @@ README's sizing advice quotes them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
@@ -24,7 +23,7 @@ import pytest
 import redis
 
 from service.organisations import OrganisationStore
-from tests.servers import RunningService, redis_server, running_service
+from tests.servers import RunningService, memory_kib, process_tree, redis_server, running_service
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -54,29 +53,6 @@ def soak_key(service: RunningService) -> str:
         return created.access_key
 
     return asyncio.run(create())
-
-
-def process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [root], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def memory_kib(pid: int, field: str) -> int:
-    """`field` (Pss, Rss) of one process from /proc/<pid>/smaps_rollup, in KiB; 0 once it is gone."""
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    return 0
 
 
 def measure(workers: list[int]) -> dict[str, dict[str, float]]:
