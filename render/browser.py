@@ -193,8 +193,15 @@ class BrowserSupervisor:
             await self._discard_warm()
         tab = await self._warm_tab(owner) or await self._fresh_tab()
         if owner is not None and self._settings.reuse_contexts:
-            self._next_page = asyncio.ensure_future(self._new_page(tab.context))
+            self._next_page = asyncio.ensure_future(self._new_page_behind(tab))
         return tab
+
+    async def _new_page_behind(self, tab: Tab) -> Tab:
+        """A new page in `tab`'s context, leaving `tab` in front: a page that is not the window's active
+        tab gets no rendering updates in headless Chromium (IntersectionObserver, lazy loading stall)."""
+        following = await self._new_page(tab.context)
+        await tab.page.bring_to_front()
+        return following
 
     async def _warm_tab(self, owner: str | None) -> Tab | None:
         """The page kept for `owner`, if any; another owner's kept context is closed (they never share)."""
@@ -203,6 +210,14 @@ class BrowserSupervisor:
             return None
         kept_for, tab = warm
         if kept_for != owner or not (tab.context.browser and tab.context.browser.is_connected()):
+            await tab.close()
+            return None
+        try:
+            # Created while another page of the context was in front, it may count as hidden: lazy
+            # loading, IntersectionObserver and animation frames would wait for it to be shown.
+            await asyncio.wait_for(tab.page.bring_to_front(), TAB_TIMEOUT_SECONDS)
+        except Exception:
+            log.warning("a kept page could not be brought to front; using a new context", exc_info=True)
             await tab.close()
             return None
         self.reuses += 1
