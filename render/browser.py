@@ -9,6 +9,7 @@ job over CDP (`render.emulation`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -200,7 +201,9 @@ class BrowserSupervisor:
         """A new page in `tab`'s context, leaving `tab` in front: a page that is not the window's active
         tab gets no rendering updates in headless Chromium (IntersectionObserver, lazy loading stall)."""
         following = await self._new_page(tab.context)
-        await tab.page.bring_to_front()
+        if not tab.page.is_closed():  # a quick job may be over already
+            with contextlib.suppress(Exception):  # closed meanwhile
+                await tab.page.bring_to_front()
         return following
 
     async def _warm_tab(self, owner: str | None) -> Tab | None:
