@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Response
 
-from render import effects, fullpage, imaging, metadata, request_context
+from render import effects, fullpage, imaging, metadata, preparation, request_context
 from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
@@ -268,6 +268,8 @@ async def _blurs(tab: Tab, options: TakeOptions, origin: tuple[float, float], sc
     """The blur step for the boxes of `blur`'s elements, relative to the captured area's origin."""
     if not options.blur:
         return []
+    for index, selector in enumerate(options.blur):  # refused by name, not a script error (a 500)
+        await preparation.check_selector(tab.page, f"blur.{index}", selector)
     boxes = await effects.element_boxes(tab.page, options.blur)
     return [effects.blur(effects.to_image_pixels(boxes, origin, scale))] if boxes else []
 

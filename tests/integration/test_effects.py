@@ -87,3 +87,14 @@ def test_watermark_that_is_not_an_image_or_missing(client: httpx.Client, org: Or
     for path, expected in (("/article.html", "not an image"), ("/missing-image.png", "HTTP 404")):
         response = take(client, org, site.url("/colours.html"), watermark_image_url=site.url(path))
         assert response.status_code == 400 and expected in response.json()["error_message"], response.text
+
+
+@pytest.mark.parametrize("selector", ["", "!!!"])
+def test_blur_with_an_invalid_selector_is_refused_by_name_and_not_charged(
+        client: httpx.Client, make_org, site: Site, selector: str) -> None:  # type: ignore[no-untyped-def]
+    fresh = make_org()
+    response = take(client, fresh, site.url("/blur.html"), blur=selector)
+    assert response.status_code == 400, response.text
+    assert response.json()["error_code"] == "request_not_valid"
+    assert response.json()["error_details"][0]["field"] == "blur.0"
+    assert client.get("/v1/screenshot/usage", params={"access_key": fresh.access_key}).json()["used"] == 0
