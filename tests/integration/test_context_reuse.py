@@ -5,7 +5,6 @@ worker, so consecutive jobs meet the same browser."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import re
@@ -14,9 +13,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
 
-from service.organisations import OrganisationStore
 from tests.servers import RunningService, metric, redis_server, running_service, wait_for
 from tests.site import Site
 
@@ -31,17 +28,6 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]
     (data_dir / "redis").mkdir()
     with redis_server(data_dir / "redis") as url, running_service(url, data_dir, workers=1) as running:
         yield running
-
-
-def new_key(service: RunningService, name: str) -> str:
-    async def create() -> str:
-        connection = redis.asyncio.Redis.from_url(service.redis_url)
-        try:
-            return (await OrganisationStore(connection).create(name, quota=100, concurrency=2)).access_key
-        finally:
-            await connection.aclose()
-
-    return asyncio.run(create())
 
 
 def state_left(http: httpx.Client, key: str, site: Site) -> dict[str, object]:
@@ -60,8 +46,9 @@ def write_state(http: httpx.Client, key: str, site: Site) -> None:
     assert wrote.status_code == 200, wrote.text
 
 
-def test_a_kept_context_carries_nothing_to_the_next_job(single: RunningService, site: Site) -> None:
-    key = new_key(single, "reuse")
+def test_a_kept_context_carries_nothing_to_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    key = make_org_in(single.redis_url).access_key
     with httpx.Client(base_url=single.url, timeout=60) as http:
         write_state(http, key, site)  # the first job of this organisation: a new context, then kept
         reused_before = metric(http, REUSED)
@@ -73,8 +60,9 @@ def test_a_kept_context_carries_nothing_to_the_next_job(single: RunningService, 
         wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")
 
 
-def test_another_organisation_never_gets_the_kept_context(single: RunningService, site: Site) -> None:
-    first, second = new_key(single, "first"), new_key(single, "second")
+def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    first, second = make_org_in(single.redis_url).access_key, make_org_in(single.redis_url).access_key
     with httpx.Client(base_url=single.url, timeout=60) as http:
         write_state(http, first, site)
         time.sleep(2)  # the counts of earlier jobs reach /metrics with the worker's next heartbeat

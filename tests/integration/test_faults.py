@@ -4,7 +4,6 @@ API stopped with requests in flight, Redis stopped and started again, hostile pa
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -18,7 +17,6 @@ import httpx
 import pytest
 import redis
 
-from service.organisations import OrganisationStore
 from tests.conftest import Org
 from tests.servers import RunningService, free_port, metric, process_tree, running_service, wait_for
 from tests.site import Site
@@ -66,16 +64,8 @@ def isolated(store: RestartableRedis, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture
-def fresh_org(store: RestartableRedis) -> Org:
-    async def create() -> Org:
-        connection = redis.asyncio.Redis.from_url(store.url)
-        try:
-            created = await OrganisationStore(connection).create("faults", quota=100, concurrency=4)
-        finally:
-            await connection.aclose()
-        return Org(created.organisation.id, created.access_key, created.organisation.signing_key or "")
-
-    return asyncio.run(create())
+def fresh_org(store: RestartableRedis, make_org_in) -> Org:  # type: ignore[no-untyped-def]
+    return make_org_in(store.url, quota=100, concurrency=4)  # type: ignore[no-any-return]
 
 
 def take(http: httpx.Client, org: Org, url: str, **params: str) -> httpx.Response:

@@ -8,19 +8,16 @@ left to the generator.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from service.organisations import OrganisationStore
 from tests.servers import RunningService, redis_server, running_service
 from tests.site import Site
 
@@ -42,17 +39,9 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]
         yield running
 
 
-@pytest.fixture(scope="module")
-def fuzz_key(fuzzed: RunningService) -> str:
-    async def create() -> str:
-        connection = redis.asyncio.Redis.from_url(fuzzed.redis_url)
-        try:
-            created = await OrganisationStore(connection).create("fuzz", quota=1_000_000, concurrency=50)
-        finally:
-            await connection.aclose()
-        return created.access_key
-
-    return asyncio.run(create())
+@pytest.fixture
+def fuzz_key(fuzzed: RunningService, make_org_in) -> str:  # type: ignore[no-untyped-def]
+    return make_org_in(fuzzed.redis_url, quota=1_000_000, concurrency=50).access_key  # type: ignore[no-any-return]
 
 
 def capped(value: Any) -> Any:

@@ -144,32 +144,26 @@ def test_dns_rebinding_never_reaches_the_private_address(isolated_http: httpx.Cl
     assert "127.0.0.1" in response.json()["error_message"]
 
 
-@pytest.mark.parametrize("target", ["http://127.0.0.1:{port}/logo.png", "http://evil.test:{port}/logo.png",
-                                    "https://evil.test:{port}/logo.png", "http://169.254.169.254/logo.png"])
-def test_watermark_image_on_a_private_address_is_refused(isolated_http: httpx.Client, isolated_org: Org,
-                                                        sites: tuple[Site, Site], target: str) -> None:
+@pytest.mark.parametrize(("field", "target", "extra"), [
+    *[("watermark_image_url", target, {}) for target in [
+        "http://127.0.0.1:{port}/logo.png", "http://evil.test:{port}/logo.png", "https://evil.test:{port}/logo.png",
+        "http://169.254.169.254/logo.png"]],
+    *[("webhook_url", target, {"async": "true"}) for target in [
+        "http://127.0.0.1:{port}/hook", "http://evil.test:{port}/hook", "http://169.254.169.254/hook",
+        "http://[::1]:{port}/hook"]],
+])
+def test_watermarks_and_webhooks_on_private_addresses_are_refused(
+        isolated_http: httpx.Client, isolated_org: Org, sites: tuple[Site, Site], field: str, target: str,
+        extra: dict[str, str]) -> None:
     allowed, secret = sites
     with untouched(secret):
         response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/colours.html",
-                        watermark_image_url=target.format(port=secret.port))
+                        **{field: target.format(port=secret.port)}, **extra)
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["error_code"] == "request_not_valid"
-    assert body["error_details"][0]["field"] == "watermark_image_url"
+    assert body["error_details"][0]["field"] == field
     assert "not allowed" in body["error_message"]
-
-
-@pytest.mark.parametrize("target", ["http://127.0.0.1:{port}/hook", "http://evil.test:{port}/hook",
-                                    "http://169.254.169.254/hook", "http://[::1]:{port}/hook"])
-def test_webhooks_to_private_addresses_are_refused(isolated_http: httpx.Client, isolated_org: Org,
-                                                   sites: tuple[Site, Site], target: str) -> None:
-    allowed, secret = sites
-    with untouched(secret):
-        response = take(isolated_http, isolated_org, f"http://allowed.test:{allowed.port}/colours.html",
-                        webhook_url=target.format(port=secret.port), **{"async": "true"})
-    assert response.status_code == 400, response.text
-    assert response.json()["error_details"][0]["field"] == "webhook_url"
-    assert "not allowed" in response.json()["error_message"]
 
 
 def test_deliveries_obey_the_policy_when_they_are_sent(redis_url: str, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ README's sizing advice quotes them.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
@@ -20,9 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
-from service.organisations import OrganisationStore
 from tests.servers import RunningService, memory_kib, process_tree, redis_server, running_service
 from tests.site import Site
 
@@ -41,18 +38,6 @@ def soaked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]
     with redis_server(data_dir / "redis") as url, running_service(
             url, data_dir, workers=WORKERS, SCREENSHOT_JOBS_PER_BROWSER=str(CAPTURES * 2)) as running:
         yield running
-
-
-def soak_key(service: RunningService) -> str:
-    async def create() -> str:
-        connection = redis.asyncio.Redis.from_url(service.redis_url)
-        try:
-            created = await OrganisationStore(connection).create("soak", quota=CAPTURES * 2, concurrency=CLIENTS)
-        finally:
-            await connection.aclose()
-        return created.access_key
-
-    return asyncio.run(create())
 
 
 def measure(workers: list[int]) -> dict[str, dict[str, float]]:
@@ -81,9 +66,9 @@ def mixed_kinds(site: Site) -> list[dict[str, str]]:
 
 
 @pytest.mark.timeout(900)
-def test_mixed_captures_leave_the_workers_at_their_steady_memory(soaked: RunningService, site: Site,
-                                                                             tmp_path: Path) -> None:
-    key = soak_key(soaked)
+def test_mixed_captures_leave_the_workers_at_their_steady_memory(  # type: ignore[no-untyped-def]
+        soaked: RunningService, site: Site, tmp_path: Path, make_org_in) -> None:
+    key = make_org_in(soaked.redis_url, quota=CAPTURES * 2, concurrency=CLIENTS).access_key
     workers = [soaked.processes[f"worker{number}"].pid for number in range(WORKERS)]
     kinds = mixed_kinds(site)
     # The warm-up sends each kind to every worker (the same kind twice at once, while both are busy), so
