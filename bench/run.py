@@ -33,6 +33,8 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from render.browser import chromium_binary  # noqa: E402
+from render.settings import RenderSettings  # noqa: E402
 from service.organisations import OrganisationStore  # noqa: E402
 from service.settings import default_workers  # noqa: E402
 from tests.servers import memory_kib, process_tree, redis_server, running_service  # noqa: E402
@@ -130,7 +132,9 @@ async def plain_script(base: str, shots: int) -> dict[str, Stats]:
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     stats: dict[str, Stats] = {}
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+        # The same Chromium as the service's workers (the executable behind SCREENSHOT_CHROMIUM_PATH).
+        executable = chromium_binary(RenderSettings().chromium_path)
+        browser = await playwright.chromium.launch(executable_path=executable, args=args)
 
         async def shot(scenario: Scenario = SIMPLE) -> float:
             started = time.perf_counter()

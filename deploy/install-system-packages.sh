@@ -15,7 +15,7 @@ esac
 
 # What the service runs on, everywhere.
 PACKAGES=(
-  chromium
+  chromium-headless-shell
   ffmpeg
   libvips42
   redis-server

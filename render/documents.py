@@ -1,12 +1,12 @@
-"""Markdown to styled HTML (the `markdown` source) and rendered HTML to Markdown (the output)."""
+"""Markdown to styled HTML (the `markdown` source) and rendered HTML to Markdown (the output).
+
+Their libraries (about 5 MB) are imported on first use: a worker that never meets Markdown never
+holds them.
+"""
 
 from __future__ import annotations
 
 import html as html_lib
-
-from bs4 import BeautifulSoup
-from markdown_it import MarkdownIt
-from markdownify import MarkdownConverter
 
 # A readable, self-contained page style: no external fonts or assets.
 MARKDOWN_STYLE = """
@@ -27,6 +27,8 @@ img { max-width: 100%; }
 
 def markdown_to_html(text: str, title: str = "Document") -> str:
     """Render Markdown (CommonMark with tables and strikethrough) to a complete, styled page."""
+    from markdown_it import MarkdownIt
+
     renderer = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     body = renderer.render(text)
     return (
@@ -38,6 +40,9 @@ def markdown_to_html(text: str, title: str = "Document") -> str:
 
 def html_to_markdown(html: str) -> str:
     """Convert a rendered DOM to Markdown: the body's content, without scripts, styles or templates."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
     soup = BeautifulSoup(html, "html.parser")
     for element in soup(["head", "script", "style", "noscript", "template"]):
         element.decompose()

@@ -7,7 +7,6 @@ what was under it. Watermarks go bottom-right with a margin: the image above the
 
 from __future__ import annotations
 
-import httpx
 import pyvips
 from playwright.async_api import Page
 
@@ -142,6 +141,8 @@ def _picture_overlay(data: bytes, image: pyvips.Image, opacity: float) -> pyvips
 
 async def fetch_watermark(url: str, egress: EgressProxy | None) -> bytes:
     """The watermark picture, fetched through the worker's egress proxy, so the network policy applies."""
+    import httpx  # on first use: with its command-line extras about 8 MB a worker rarely needs
+
     field = "watermark_image_url"
     try:
         async with httpx.AsyncClient(proxy=egress.url if egress else None, timeout=WATERMARK_TIMEOUT_SECONDS,

@@ -23,7 +23,11 @@ class RenderSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
 
-    chromium_path: str = Field("/usr/bin/chromium", description="Chromium executable (Debian's).")
+    chromium_path: str = Field(
+        "/usr/bin/chromium-headless-shell", description="Chromium executable: Debian's headless shell (package "
+        "chromium-headless-shell, the same Chromium without the browser's window and UI: half the memory and "
+        "twice as fast to open a context as /usr/bin/chromium, which also works). No browser is ever "
+        "downloaded.")
     chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting).")
     chromium_sandbox: Literal["auto", "on", "off"] = Field(
         "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "

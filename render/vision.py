@@ -11,9 +11,8 @@ import base64
 import hashlib
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -25,6 +24,9 @@ from render.errors import (
     ServiceError,
     TemporaryUnavailable,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 KEY_FIELD = "vision_provider_api_key"
 DEFAULT_PROMPT = "Describe this screenshot."
@@ -97,6 +99,8 @@ def _completion(body: Any) -> str:
 def ask(image: bytes, media_type: str, prompt: str | None, max_tokens: int | None, *, api_key: str,
         base_url: str, model: str, deadline: float, timeout: float) -> str:
     """The provider's completion for this image, or a ServiceError the caller can act on."""
+    import httpx  # on first use: with its command-line extras about 8 MB a worker rarely needs
+
     seconds = min(timeout, deadline - time.time())
     if seconds <= 0:
         raise CaptureTimeout("No time was left within timeout for the vision provider; raise timeout.")

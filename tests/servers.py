@@ -22,7 +22,7 @@ import boto3
 import httpx
 import redis
 
-from storage import S3Storage
+from storage.s3 import S3Storage
 from tests.annoyance_pages import TLS_HOSTS
 from tests.tls import authority
 

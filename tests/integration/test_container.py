@@ -91,13 +91,15 @@ def nobody_home() -> Iterator[Path]:
 
 
 def sandboxed_screenshot(base: Path, name: str, extra_denied: Iterable[str] = ()) -> subprocess.CompletedProcess[str]:
-    """Debian's Chromium as `nobody`, sandbox on, under the profile: a screenshot of a red page."""
+    """The workers' Chromium (Debian's headless shell) as `nobody`, sandbox on, under the profile: a
+    screenshot of a red page."""
     home = base / name
     home.mkdir()
     os.chmod(home, 0o777)
     return subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "/usr/bin/chromium", "--headless",
-         "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+         "/usr/lib/chromium/chromium-headless-shell", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update",
          f"--user-data-dir={home}/profile", "--window-size=200,100", f"--screenshot={home}/shot.png",
          "data:text/html,<body style='margin:0;background:rgb(255,0,0)'>"],
         preexec_fn=seccomp_filter(extra_denied), env={"HOME": str(home), "PATH": "/usr/bin:/bin"},

@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from storage import LocalStorage, S3Storage, Storage, StorageError
+from storage import LocalStorage, Storage, StorageError
 from storage.local import sign_file_url
+from storage.s3 import S3Storage
 from tests.servers import S3Server, free_port
 
 KEY = "org1/2026/11/21/ref.png"
