@@ -230,12 +230,19 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
     marks = ([effects.watermark(options.watermark, picture, options.watermark_opacity)]
              if options.watermark or picture is not None else [])
     if options.full_page:
+        native = CHROMIUM_FORMATS.get(fmt)
+        as_captured = (native is not None and not palette and not marks and not options.blur
+                       and options.image_width is None and options.image_height is None)
         slices, height = await fullpage.capture_slices(tab, options, options.viewport, settings.max_image_pixels,
-                                                       deadline)
+                                                       deadline, final_format=native if as_captured else None)
         width = _device_size(options.viewport.width, 0, options)[0]
         check_planned_size(options, width, height, settings)
+        if as_captured and len(slices) == 1:  # encoded once, by Chromium, like a viewport capture
+            body = slices[0].image
+            actual_w, actual_h = imaging.image_size(body)
+            return Output(body, fmt, imaging.CONTENT_TYPES[fmt], actual_w, actual_h)
         target = imaging.fit_size(width, height, options.image_width, options.image_height)
-        parts = [(s.png, s.skip_rows, s.rows) for s in slices]
+        parts = [(s.image, s.skip_rows, s.rows) for s in slices]
         blurs = await _blurs(tab, options, (0.0, 0.0), scale)
         return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
                              encode_options, deadline)

@@ -41,9 +41,10 @@ _SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnima
 
 @dataclass(frozen=True)
 class Slice:
-    """One capture and which of its device-pixel rows belong to the final image."""
+    """One capture (PNG, unless `capture_slices` was given a final format) and which of its device-pixel rows
+    belong to the final image."""
 
-    png: bytes
+    image: bytes
     skip_rows: int
     rows: int
 
@@ -77,8 +78,10 @@ async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> byt
 
 
 async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
-                         deadline: float) -> tuple[list[Slice], int]:
-    """The page as PNG slices, top to bottom, and the total height in device pixels."""
+                         deadline: float, final_format: str | None = None) -> tuple[list[Slice], int]:
+    """The page as slices, top to bottom, and the total height in device pixels. With `final_format`
+    (a format Chromium writes, when nothing is done to the image afterwards), a page taken in one capture
+    comes in that format, encoded once, ready to send."""
     cap = height_cap(options, viewport, max_pixels)
     if options.full_page_scroll is not False:
         await scroll_for_lazy_content(tab, options, viewport, cap, deadline)
@@ -86,7 +89,12 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
     scale = viewport.scale
     if options.full_page_algorithm == "default" and height * scale <= MAX_CAPTURE_DEVICE_PIXELS:
         clip: dict[str, float] = {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1}
-        return [Slice(await _capture(tab, clip, beyond=True), 0, round(height * scale))], round(height * scale)
+        if final_format is not None:
+            whole = await screenshot(tab, final_format, options.image_quality, fast=False, transparent=False,
+                                     clip=clip, beyond_viewport=True)
+        else:
+            whole = await _capture(tab, clip, beyond=True)
+        return [Slice(whole, 0, round(height * scale))], round(height * scale)
     section = viewport.height
     if options.full_page_algorithm == "default":
         # Beyond 16,384 device pixels Chromium's beyond-viewport rendering drops and repeats content,

@@ -206,6 +206,24 @@ def cmd_take(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def cmd_sign(args: argparse.Namespace, extra: list[str]) -> int:
+    """Print a signed GET link: the canonical parameters (access_key included) and their signature."""
+    from service.settings import ServiceSettings
+    from service.signatures import canonical_message, sign
+
+    pairs = [("access_key", args.key)]
+    for item in extra:
+        name, separator, value = item.partition("=")
+        if not separator or not name:
+            print(f"error: {item!r} is not name=value (repeat a name for each element of an array)", file=sys.stderr)
+            return 2
+        pairs.append((name, value))
+    message = canonical_message(pairs)
+    base = (args.base_url or ServiceSettings().base_url).rstrip("/")
+    print(f"{base}/v1/screenshot/{args.endpoint}?{message}&signature={sign(message, args.signing_key)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="screenshot-service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -236,16 +254,28 @@ def build_parser() -> argparse.ArgumentParser:
         "take", help="one capture in this process, no Redis: take URL -o FILE [--param value ...]")
     take.add_argument("source", help="URL, or a .html / .md file")
     take.add_argument("-o", "--output", required=True, help="output file; its extension sets the format")
+    signer = commands.add_parser(
+        "sign", help="print a signed link: sign --key KEY --signing-key SECRET name=value [name=value ...]",
+        description="Print a signed GET link to /take (or /animate). Parameters are name=value; repeat a name "
+        "for each element of an array (hide_selectors=.a hide_selectors=.b). The README's Signed requests "
+        "section gives the rules, for signing in other languages.")
+    signer.add_argument("--key", required=True, help="the organisation's access key (part of the link)")
+    signer.add_argument("--signing-key", required=True, help="the organisation's signing key (never in the link)")
+    signer.add_argument("--endpoint", choices=["take", "animate"], default="take")
+    signer.add_argument("--base-url", help="how clients reach the service (default: SCREENSHOT_PUBLIC_BASE_URL, "
+                        "else http://SCREENSHOT_HOST:SCREENSHOT_PORT)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "take":
+    if extra and args.command not in ("take", "sign"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "take":
         sys.exit(cmd_take(args, extra))
+    if args.command == "sign":
+        sys.exit(cmd_sign(args, extra))
     handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
                 "keys": cmd_keys, "healthcheck": cmd_healthcheck}
     sys.exit(handlers[args.command](args))
