@@ -125,16 +125,14 @@ SCENARIOS = [
 MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8", "webp": b"RIFF"}
 
 
-async def plain_script(base: str, shots: int) -> dict[str, Stats]:
+async def plain_script(base: str, shots: int, chromium: str) -> dict[str, Stats]:
     """A hand-written Playwright script: warm browser, new context per shot, page.screenshot."""
     import pyvips
 
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     stats: dict[str, Stats] = {}
     async with async_playwright() as playwright:
-        # The same Chromium as the service's workers (the executable behind SCREENSHOT_CHROMIUM_PATH).
-        executable = chromium_binary(RenderSettings().chromium_path)
-        browser = await playwright.chromium.launch(executable_path=executable, args=args)
+        browser = await playwright.chromium.launch(executable_path=chromium_binary(chromium), args=args)
 
         async def shot(scenario: Scenario = SIMPLE) -> float:
             started = time.perf_counter()
@@ -187,13 +185,14 @@ def worker_memory(workers: list[int]) -> dict[str, float]:
             "pss_mib": sum(memory_kib(pid, "Pss") for tree in trees for pid in tree) / 1024 / len(workers)}
 
 
-def service(base: str, shots: int, workers: int) -> tuple[dict[str, Stats], dict[str, float]]:
+def service(base: str, shots: int, workers: int, chromium: str) -> tuple[dict[str, Stats], dict[str, float]]:
     """The service as deployed, over HTTP; also the workers' memory at the end of the parallel load."""
     stats: dict[str, Stats] = {}
     # The production path: network policy on (every connection through the egress proxy), with only
     # the benchmark site's address opened.
     with tempfile.TemporaryDirectory() as tmp, redis_server(Path(tmp)) as redis_url, \
-            running_service(redis_url, Path(tmp), workers=workers, SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false",
+            running_service(redis_url, Path(tmp), workers=workers, SCREENSHOT_CHROMIUM_PATH=chromium,
+                            SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false",
                             SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_ADDRESS}/32") as running:
         key = asyncio.run(_new_key(redis_url))
         worker_pids = [process.pid for role, process in running.processes.items() if role.startswith("worker")]
@@ -280,7 +279,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shots", type=int, default=30, help="captures per scenario (default 30)")
     parser.add_argument("--workers", type=int, default=default_workers(),
-                        help="service workers (default: the service's own default, one per two cores)")
+                        help="service workers (default: the service's own default, one per core)")
+    parser.add_argument("--chromium", default=RenderSettings().chromium_path,
+                        help="the Chromium both sides run (default: the service's, SCREENSHOT_CHROMIUM_PATH)")
     args = parser.parse_args()
     serve_bench_pages()
     with Site(host=SITE_ADDRESS) as site:
@@ -288,10 +289,10 @@ def main() -> None:
         print(f"Heavy page: {heavy / 1e6:.1f} MB of images and fonts.", flush=True)
         print(f"Plain Playwright script: {args.shots} shots per scenario, then {PARALLEL_CLIENTS} in parallel ...",
               flush=True)
-        plain = asyncio.run(plain_script(site.base, args.shots))
+        plain = asyncio.run(plain_script(site.base, args.shots, args.chromium))
         print(f"Service ({args.workers} workers) over HTTP: the same, then the service-only scenarios ...",
               flush=True)
-        served, memory = service(site.base, args.shots, args.workers)
+        served, memory = service(site.base, args.shots, args.workers, args.chromium)
     rows = []
     for scenario in SCENARIOS:
         if scenario.name in plain:

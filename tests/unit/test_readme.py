@@ -29,3 +29,16 @@ def test_animate_reference_is_current() -> None:
     from animate.reference import animate_markdown
 
     assert (ROOT / "docs" / "animate.md").read_text() == animate_markdown(), "run `make docs`"
+
+
+def test_the_signing_example_is_what_the_server_computes() -> None:
+    from service.signatures import canonical_message, sign
+
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("A worked example", 1)[1].split("## Playground", 1)[0]
+    message = re.search(r"```text\n(.+?)\n```", example, flags=re.DOTALL).group(1)  # type: ignore[union-attr]
+    signature = re.search(r"the signature `([0-9a-f]{64})`", example).group(1)  # type: ignore[union-attr]
+    pairs = [("url", "https://example.com/a page?x=1"), ("format", "webp"), ("hide_selectors", ".ad"),
+             ("hide_selectors", "#cookie"), ("access_key", "demo-access")]
+    assert canonical_message(pairs) == message
+    assert sign(message, "demo-signing-key") == signature
