@@ -2,7 +2,7 @@
 
 The plain script is what a team would write by hand: a warm Chromium, a new context per shot,
 `page.goto` then `page.screenshot` (pyvips for WebP, which Chromium's screenshot cannot write). The
-service runs as deployed (redis-server, API, one worker per core pair, network policy on) and is called
+service runs as deployed (redis-server, API, one worker per core, network policy on) and is called
 over HTTP. Scenarios (issue 9): the simple page (PNG, JPEG, WebP), a heavy page (3 MB of images and
 fonts), a full-page capture of a 10,000 px page, the simple page with 4 clients in parallel, a page
 with ads with and without `block_ads`, a cache hit and a 5 s scroll recording. Prints p50/p95 latency

@@ -29,7 +29,7 @@ class ServiceSettings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="Port the API listens on.")
     redis_url: str | None = Field(None, description="External Redis; unset: `run` starts a private one.")
     workers: int = Field(default_factory=lambda: default_workers(), ge=1,
-                         description="Render worker processes started by `run` (default: one per two cores).")
+                         description="Render worker processes started by `run` (default: one per core).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
     signing_key: str | None = Field(None, description="Signing key of that organisation.")
     require_signature: bool = Field(False, description="That organisation refuses unsigned requests.")
