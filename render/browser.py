@@ -1,11 +1,14 @@
 """Chromium behind a supervisor: lazy start, restart on crash and after N jobs, a warm page ready.
 
-A worker runs one job at a time. While it runs, the supervisor prepares the next job's page (DESIGN §6:
-creating a context and page costs far more than loading a simple page), so the next job only has to
-navigate: in the context kept for the job's organisation (settings.reuse_contexts), or as a spare tab in
-a fresh context. The spare is kept only while it can serve: with no kept context, or while jobs switch
-between organisations; during a run of one organisation's jobs it would only hold memory. Every tab
-starts at the default viewport; device emulation is applied per job over CDP (`render.emulation`).
+A worker runs one job at a time. With settings.reuse_contexts, the page of an organisation's job is
+kept for its next job: unloaded (about:blank), its history reset, and the storage, cache, cookies and
+permissions of every origin it reached wiped. Creating a page costs Chromium about as much CPU as loading
+and capturing a simple one; navigating the kept page costs nothing extra. A job that changed the page's
+own settings (device emulation, routes, init scripts, listeners: `Tab.dirty`) gets its page replaced by a
+new one in the same context instead. Otherwise (another organisation, reuse off) the job takes a spare
+tab in a fresh context, prepared in the background (DESIGN §6); the spare is kept only while it can serve:
+with no kept page, or while jobs switch between organisations. Every tab starts at the default viewport;
+device emulation is applied per job over CDP (`render.emulation`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from render.trust import chromium_home
 log = logging.getLogger(__name__)
 
 NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
+UNLOAD = "() => location.replace('about:blank')"
+FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window === top) window.name = ''; } }"
 CLOSE_TIMEOUT_SECONDS = 10
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 # Playwright's driver is a Node process; V8's default young generation (16 MB semi-spaces) made it about
@@ -96,6 +101,9 @@ class Tab:
     page: Page
     cdp: CDPSession
     info: dict[str, Any] = field(default_factory=dict)
+    # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
+    # listeners, extra headers): such a page is not reused for the next job.
+    dirty: bool = False
 
     async def close(self) -> bool:
         """Close the tab's context; False when it did not close in time (a hung renderer)."""
@@ -118,9 +126,8 @@ class BrowserSupervisor:
         self._browser: Browser | None = None
         self._jobs_since_start = 0
         self._prepared: asyncio.Task[Tab] | None = None
-        # The context kept from the last job (settings.reuse_contexts): its owner, and its next page.
+        # The page kept from the last job (settings.reuse_contexts), and its owner.
         self._warm: tuple[str, Tab] | None = None
-        self._next_page: asyncio.Task[Tab] | None = None  # being created in the running job's context
         self._releasing: asyncio.Task[None] | None = None
         self._switching = False  # the last job found a context kept for another organisation
         self._closed = False
@@ -198,9 +205,8 @@ class BrowserSupervisor:
         return Tab(context, page, cdp)
 
     async def acquire(self, owner: str | None = None) -> Tab:
-        """A fresh tab at the default viewport: the page waiting in `owner`'s kept context, else the
-        prepared tab, else a new one. With settings.reuse_contexts, the page for `owner`'s next job starts
-        being created in the same context right away, while this job runs."""
+        """A clean tab at the default viewport: the page kept for `owner`, else the spare tab, else a new
+        one."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             await asyncio.gather(releasing, return_exceptions=True)
@@ -208,23 +214,11 @@ class BrowserSupervisor:
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
             await self._discard_warm()
-        tab = await self._warm_tab(owner) or await self._fresh_tab(spare=not self._keeps(owner))
-        if self._keeps(owner):
-            self._next_page = asyncio.ensure_future(self._new_page_behind(tab))
-        return tab
+        return await self._warm_tab(owner) or await self._fresh_tab(spare=not self._keeps(owner))
 
     def _keeps(self, owner: str | None) -> bool:
-        """Whether `owner`'s job runs in a context kept for its next job."""
+        """Whether `owner`'s job runs on a page kept for its next job."""
         return owner is not None and self._settings.reuse_contexts
-
-    async def _new_page_behind(self, tab: Tab) -> Tab:
-        """A new page in `tab`'s context, leaving `tab` in front: a page that is not the window's active
-        tab gets no rendering updates in headless Chromium (IntersectionObserver, lazy loading stall)."""
-        following = await self._new_page(tab.context)
-        if not tab.page.is_closed():  # a quick job may be over already
-            with contextlib.suppress(Exception):  # closed meanwhile
-                await tab.page.bring_to_front()
-        return following
 
     async def _warm_tab(self, owner: str | None) -> Tab | None:
         """The page kept for `owner`, if any; another owner's kept context is closed (they never share)."""
@@ -237,8 +231,8 @@ class BrowserSupervisor:
             await tab.close()
             return None
         try:
-            # Created while another page of the context was in front, it may count as hidden: lazy
-            # loading, IntersectionObserver and animation frames would wait for it to be shown.
+            # A page that is not its window's active tab gets no rendering updates in headless Chromium
+            # (lazy loading, IntersectionObserver and animation frames would wait for it to be shown).
             await asyncio.wait_for(tab.page.bring_to_front(), TAB_TIMEOUT_SECONDS)
         except Exception:
             log.warning("a kept page could not be brought to front; using a new context", exc_info=True)
@@ -272,16 +266,13 @@ class BrowserSupervisor:
 
     async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
                       origins: Iterable[str] = ()) -> None:
-        """Wipe and keep the job's context for its owner's next job (or close it), restart Chromium when
-        due, and start preparing the next tab."""
-        next_page, self._next_page = self._next_page, None
+        """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
+        when due, and prepare a spare tab when one may serve."""
         self._jobs_since_start += 1
         restart_due = not healthy or self._jobs_since_start >= self._settings.jobs_per_browser
-        kept = (owner is not None and next_page is not None and not restart_due
-                and await self._keep(tab, owner, origins, next_page))
+        kept = (owner is not None and self._keeps(owner) and not restart_due
+                and await self._keep(tab, owner, origins))
         if not kept:
-            if next_page is not None:
-                next_page.cancel()
             if not await tab.close():
                 log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
                 restart_due = True
@@ -297,24 +288,39 @@ class BrowserSupervisor:
         """`release` in the background, so the job's result goes out before the clean-up."""
         self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy, owner=owner, origins=origins))
 
-    async def _keep(self, tab: Tab, owner: str, origins: Iterable[str], next_page: asyncio.Task[Tab]) -> bool:
-        """Close the job's page, wipe what it left in the context (cookies, storage and cache of every
-        origin it reached, permissions) and keep the context's next page for `owner`. False when that
-        fails (the caller then closes the context)."""
+    async def _keep(self, tab: Tab, owner: str, origins: Iterable[str]) -> bool:
+        """Unload the job's page (or replace it, when the job changed its settings), wipe what the job left
+        in the context (cookies, storage and cache of every origin it reached, permissions) and keep the
+        page for `owner`. False when that fails (the caller then closes the context)."""
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
-                await tab.page.close()  # its scripts stop: nothing writes after the wipe
-                following = await next_page
+                for other in tab.context.pages:
+                    if other != tab.page:
+                        await other.close()  # popups the job's page opened
+                if tab.dirty:
+                    await tab.page.close()
+                    kept = await self._new_page(tab.context)
+                else:
+                    # sessionStorage and window.name belong to the tab, not to an origin's storage.
+                    for frame in tab.page.frames:
+                        with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
+                            await frame.evaluate(FORGET_TAB_STATE)
+                    # The job's document unloads (its scripts stop, its requests are cancelled). Navigated
+                    # from the page itself, about:blank stays in the page's renderer, which the next job
+                    # then reuses for the same site instead of starting another.
+                    await tab.page.evaluate(UNLOAD)
+                    await tab.page.wait_for_url("about:blank")
+                    await tab.cdp.send("Page.resetNavigationHistory")
+                    kept = tab
                 for origin in sorted(origins):
-                    await following.cdp.send("Storage.clearDataForOrigin",
-                                             {"origin": origin, "storageTypes": "all"})
-                await following.cdp.send("Network.clearBrowserCache")
+                    await kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                await kept.cdp.send("Network.clearBrowserCache")
                 await tab.context.clear_cookies()
                 await tab.context.clear_permissions()
         except Exception:
-            log.warning("could not wipe a context for reuse; closing it", exc_info=True)
+            log.warning("could not wipe a page for reuse; closing its context", exc_info=True)
             return False
-        self._warm = (owner, following)
+        self._warm = (owner, kept)
         return True
 
     async def _discard_warm(self) -> None:

@@ -115,6 +115,9 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await request_context.apply(tab, options)
     annoyances = Annoyances(options)
     blocker = RequestBlocker(options, env.lists, annoyances) if blocking_wanted(options) else None
+    if blocker is not None or annoyances.platforms or options.fail_if_request_failed or options.click \
+            or options.hover:
+        tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
     if blocker is not None:
         await blocker.attach(tab.page)
     await annoyances.install(tab.page)
@@ -327,6 +330,7 @@ def css_length_to_px(value: str) -> float:
 
 async def _fit_one_page_scale(options: TakeOptions, tab: Tab, margin: dict[str, str]) -> float:
     """Scale at which the whole document fits one sheet (Chromium allows 0.1 to 2)."""
+    tab.dirty = True
     await tab.page.emulate_media(media="print")
     content = await tab.page.evaluate(
         "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")

@@ -19,6 +19,7 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
     """Make the tab's page see this viewport, scale, mobile mode, touch and user agent."""
     if viewport == DEFAULT_VIEWPORT:
         return  # prepared tabs start out like this
+    tab.dirty = True
     landscape = viewport.width > viewport.height
     await tab.cdp.send("Emulation.setDeviceMetricsOverride", {
         "width": viewport.width,
@@ -40,6 +41,7 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
 
 async def set_viewport_height(tab: Tab, viewport: Viewport, height: int) -> None:
     """The same emulated device with a taller (or shorter) viewport, for sectioned full-page captures."""
+    tab.dirty = True
     await tab.cdp.send("Emulation.setDeviceMetricsOverride", {
         "width": viewport.width, "height": height, "deviceScaleFactor": viewport.scale,
         "mobile": viewport.mobile, "screenWidth": viewport.width, "screenHeight": height})
@@ -54,6 +56,9 @@ async def emulate_page(tab: Tab, options: TakeOptions) -> None:
         features.append({"name": "prefers-reduced-motion", "value": "reduce"})
     # Without an explicit media_type Chromium's own defaults stay: screen for images, print for PDF.
     media = options.media_type if "media_type" in options.model_fields_set else ""
+    if features or media or options.time_zone is not None or options.geolocation_latitude is not None \
+            or options.bypass_csp:
+        tab.dirty = True
     if features or media:
         await tab.cdp.send("Emulation.setEmulatedMedia", {"media": media, "features": features})
     if options.time_zone is not None:

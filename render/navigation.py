@@ -23,11 +23,18 @@ class InflightTracker:
     """Counts a page's requests in flight, for `networkidle2` (at most 2 for 500 ms)."""
 
     def __init__(self, page: Page) -> None:
+        self._page = page
         self._inflight: set[Request] = set()
         self._changed = asyncio.Event()
         page.on("request", self._started)
         page.on("requestfinished", self._ended)
         page.on("requestfailed", self._ended)
+
+    def detach(self) -> None:
+        """Stop listening (the page may serve another job)."""
+        self._page.remove_listener("request", self._started)
+        self._page.remove_listener("requestfinished", self._ended)
+        self._page.remove_listener("requestfailed", self._ended)
 
     def _started(self, request: Request) -> None:
         self._inflight.add(request)
@@ -112,6 +119,9 @@ async def load_source(page: Page, options: TakeOptions, deadline: float, *, chec
         raise CaptureTimeout(
             f"{what} did not reach networkidle2 within navigation_timeout ({options.navigation_timeout} s)."
         ) from None
+    finally:
+        if tracker is not None:
+            tracker.detach()
     if response is not None and check_status:
         check_host_status(response, options)
     return response

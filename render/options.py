@@ -334,6 +334,14 @@ class TakeOptions(BaseModel):
             raise ValueError("must be http://user:password@host:port/ (credentials optional)")
         return value
 
+    @field_validator("vision_provider_api_key")
+    @classmethod
+    def _header_safe_key(cls, value: str | None) -> str | None:
+        # It travels in an Authorization header: printable ASCII only (found by the fuzz test).
+        if value is not None and (not value or not all(" " < ch < "\x7f" for ch in value)):
+            raise ValueError("must be a non-empty key of printable ASCII characters without spaces")
+        return value
+
     @field_validator("time_zone")
     @classmethod
     def _iana_zone(cls, value: str | None) -> str | None:

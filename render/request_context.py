@@ -19,6 +19,8 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 async def apply(tab: Tab, options: TakeOptions) -> None:
     """Headers for every request, cookies in the context, Authorization only to the target's origin."""
     headers = parse_headers(options.headers)
+    if headers or options.authorization is not None:
+        tab.dirty = True  # page-level headers and routes
     if headers:
         await tab.page.set_extra_http_headers(headers)
     if options.cookies:

@@ -18,6 +18,7 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
     """Encoded bytes (png, jpeg or webp) of the viewport, or of `clip` (CSS pixels, page coordinates;
     device pixels out). `fast` trades size for speed when the image is re-encoded anyway."""
     if transparent:
+        tab.dirty = True
         await tab.cdp.send("Emulation.setDefaultBackgroundColorOverride",
                            {"color": {"r": 0, "g": 0, "b": 0, "a": 0}})
     # The next job's tab is prepared while this one runs and may have taken the foreground; a

@@ -121,6 +121,9 @@ NEVER_LOADS = """<html><body>loading forever<img src="/slow?ms=600000"></body></
 STATE_WRITER = """<html><body><script src="/state/cached.js"></script><script>
 document.cookie = "leak=1; max-age=3600; path=/";
 localStorage.setItem("leak", "1");
+sessionStorage.setItem("leak", "1");
+window.name = "leak";
+history.pushState({}, "", "#pushed");
 const open = indexedDB.open("leakdb", 1);
 open.onupgradeneeded = () => open.result.createObjectStore("s");
 open.onsuccess = async () => {
@@ -133,14 +136,25 @@ open.onsuccess = async () => {
 </script></body></html>"""
 STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.js"></script><script>
 (async () => {
-  const found = {cookie: document.cookie, local: localStorage.getItem("leak"), caches: await caches.keys()};
+  const found = {cookie: document.cookie, local: localStorage.getItem("leak"), caches: await caches.keys(),
+                 session: sessionStorage.getItem("leak"), name: window.name, history: history.length};
   found.indexeddb = (await indexedDB.databases()).map(db => db.name);
   document.getElementById("state").textContent = JSON.stringify(found);
   document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
 })();
 </script></body></html>"""
 
+# What a page sees of the settings a capture can change (for reuse of a page between jobs).
+SETTINGS_PROBE = """<!DOCTYPE html><html><body><pre id="settings"></pre><script>
+document.getElementById("settings").textContent = JSON.stringify({
+  width: innerWidth, height: innerHeight, dpr: devicePixelRatio, touch: navigator.maxTouchPoints,
+  ua: navigator.userAgent, zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+  dark: matchMedia("(prefers-color-scheme: dark)").matches, print: matchMedia("print").matches,
+  reducedMotion: matchMedia("(prefers-reduced-motion: reduce)").matches});
+</script></body></html>"""
+
 ROUTES: dict[str, Handler] = {
+    "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
     "/state/writer.html": lambda q: _html(STATE_WRITER),
     "/state/reader.html": lambda q: _html(STATE_READER),
     "/state/cached.js": lambda q: (200, "text/javascript", b"window.cached = true;",

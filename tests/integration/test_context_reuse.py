@@ -1,7 +1,8 @@
-"""Browser contexts kept between jobs of one organisation (SCREENSHOT_REUSE_CONTEXTS, on by default) carry
-nothing from one job to the next: cookies, localStorage, IndexedDB, Cache API entries and the HTTP cache
-are wiped, and another organisation never gets the context. On a service of the module's own with one
-worker, so consecutive jobs meet the same browser."""
+"""Pages kept between jobs of one organisation (SCREENSHOT_REUSE_CONTEXTS, on by default) carry nothing
+from one job to the next: cookies, localStorage, sessionStorage, window.name, history, IndexedDB, Cache
+API entries and the HTTP cache are wiped, a page whose settings a job changed is replaced, and another
+organisation never gets the context. On a service of the module's own with one worker, so consecutive jobs
+meet the same browser."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from tests.site import Site
 
 pytestmark = pytest.mark.browser
 REUSED = "screenshot_browser_contexts_reused_total"
-EMPTY = {"cookie": "", "local": None, "caches": [], "indexeddb": []}
+# What a new page finds. Its history holds its first about:blank and the reader; a kept page's the
+# about:blank it was unloaded to and the reader: nothing of an earlier job's pages or pushed entries.
+EMPTY = {"cookie": "", "local": None, "caches": [], "indexeddb": [], "session": None, "name": "", "history": 2}
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +57,9 @@ def test_a_kept_context_carries_nothing_to_the_next_job(  # type: ignore[no-unty
         reused_before = metric(http, REUSED)
         fetched = len(site.requests_to("/state/cached.js"))
         assert state_left(http, key, site) == EMPTY
+        assert state_left(http, key, site) == EMPTY  # and the same page again: its history does not grow
         # The HTTP cache was wiped too: the script cached for an hour was fetched again.
-        assert len(site.requests_to("/state/cached.js")) == fetched + 1
+        assert len(site.requests_to("/state/cached.js")) == fetched + 2
         # And the reader did run in the writer's context (else this test would prove nothing).
         wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")
 
@@ -71,3 +75,29 @@ def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-un
         assert state_left(http, first, site) == EMPTY  # first's context was closed when second took over
         time.sleep(2)  # two heartbeats: a reuse would have been counted by now
         assert metric(http, REUSED) == reused_before
+
+
+def settings_seen(http: httpx.Client, key: str, site: Site, **options: str) -> dict[str, object]:
+    """What the settings probe reports, captured with `options`."""
+    read = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/settings.html"),
+                                                     "format": "html", **options})
+    assert read.status_code == 200, read.text
+    found = re.search(r'<pre id="settings">(.*?)</pre>', read.text, re.S)
+    assert found, read.text[:500]
+    return json.loads(html.unescape(found.group(1)))  # type: ignore[no-any-return]
+
+
+def test_a_job_that_changed_its_page_leaves_the_next_one_the_defaults(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    first, fresh = make_org_in(single.redis_url).access_key, make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        defaults = settings_seen(http, fresh, site)  # a new page
+        changed = settings_seen(http, first, site, viewport_device="iphone_15", time_zone="Asia/Tokyo",
+                                dark_mode="true", reduced_motion="true", media_type="print",
+                                headers="X-Job:one")
+        assert changed["zone"] == "Asia/Tokyo" and changed["dark"] and changed["touch"]
+        assert changed["width"] != defaults["width"] and changed["ua"] != defaults["ua"]
+        assert site.requests_to("/state/settings.html")[-1].get("x-job") == "one"
+        # The same organisation's next job: its page in the same context, with every default back.
+        assert settings_seen(http, first, site) == defaults
+        assert "x-job" not in site.requests_to("/state/settings.html")[-1]

@@ -24,6 +24,15 @@ def test_a_sealed_key_opens_only_for_its_job_and_secret() -> None:
         assert "SCREENSHOT_JOB_SECRET" in caught.value.message
 
 
+@pytest.mark.parametrize("key", ["clé-été", "two words", "", "tab\there"])
+def test_a_key_that_cannot_travel_in_a_header_is_refused_naming_it(key: str) -> None:
+    from render.options import parse_take_options
+
+    with pytest.raises(RequestNotValid) as caught:
+        parse_take_options({"url": "https://example.com", "vision_provider_api_key": key})
+    assert caught.value.details[0].field == "vision_provider_api_key"
+
+
 def ask(base_url: str, timeout: float = 5) -> str:
     return vision.ask(b"\x89PNG", "image/png", None, None, api_key="k", base_url=base_url, model="m",
                       deadline=time.time() + 30, timeout=timeout)
