@@ -33,9 +33,11 @@ class RenderSettings(BaseSettings):
         "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "
         "sandbox as root). In a container it needs user namespaces: see README, Deploying.")
     reuse_contexts: bool = Field(
-        True, description="Keep a browser context between jobs of the same organisation (each job still gets "
-        "a new page; cookies, storage and cache of every origin the job reached and permissions are wiped "
-        "after it): saves Chromium about 400 ms of CPU a job. Off: a new context per job.")
+        True, description="Keep the page between jobs of the same organisation: after a job it is unloaded, "
+        "its history reset and the cookies, storage, sessionStorage and cache of every origin it reached and "
+        "its permissions wiped; a job that changed the page's settings (device, emulation, blocking, "
+        "headers) leaves a new page in the same context. Saves Chromium a page (or context) per job. Off: "
+        "a new context per job.")
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
