@@ -181,7 +181,9 @@ async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: floa
     """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
     does not resolve) is reported as such, not as the host's error or a generic network failure."""
     try:
-        response = await load_source(tab.page, options, deadline, check_status=False)
+        egress = env.egress
+        response = await load_source(tab.page, options, deadline, check_status=False, refused_hosts=(
+            (lambda: {refusal.host for refusal in egress.refusals}) if egress is not None else frozenset))
     except NetworkError:
         # An https navigation the egress refused fails its tunnel: the refusal says why.
         # Chromium may reach for other hosts meanwhile (an error page asks accounts.google.com): the

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Request, Response
@@ -16,14 +17,19 @@ from render.errors import CaptureTimeout, HostReturnedError, NameNotResolved, Ne
 from render.options import TakeOptions
 
 NETWORK_QUIET_SECONDS = 0.5
+REFUSAL_CHECK_SECONDS = 0.1
 _NET_ERROR = re.compile(r"net::(ERR_[A-Z_]+)")
 
 
 class InflightTracker:
-    """Counts a page's requests in flight, for `networkidle2` (at most 2 for 500 ms)."""
+    """Counts a page's requests in flight, for `networkidle0` and `networkidle2` (at most 0 or 2 for 500 ms).
 
-    def __init__(self, page: Page) -> None:
+    A request to a host the egress proxy refused counts as over: the headless shell sometimes never reports
+    the end of a refused iframe's document (Playwright's own `networkidle` then waits for it forever)."""
+
+    def __init__(self, page: Page, refused_hosts: Callable[[], Collection[str]] = frozenset) -> None:
         self._page = page
+        self._refused_hosts = refused_hosts
         self._inflight: set[Request] = set()
         self._changed = asyncio.Event()
         page.on("request", self._started)
@@ -50,6 +56,8 @@ class InflightTracker:
             quiet_since: float | None = None
             while True:
                 left: float | None = None
+                refused = self._refused_hosts()
+                self._inflight = {r for r in self._inflight if urlsplit(r.url).hostname not in refused}
                 if len(self._inflight) <= max_inflight:
                     quiet_since = quiet_since or time.monotonic()
                     left = quiet_since + NETWORK_QUIET_SECONDS - time.monotonic()
@@ -59,7 +67,9 @@ class InflightTracker:
                     quiet_since = None
                 self._changed.clear()
                 try:
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    # Refusals are not page events: looked at again at least every REFUSAL_CHECK_SECONDS.
+                    await asyncio.wait_for(self._changed.wait(), min(left or REFUSAL_CHECK_SECONDS,
+                                                                     REFUSAL_CHECK_SECONDS))
                 except TimeoutError:
                     pass
 
@@ -89,12 +99,14 @@ def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> 
     return NetworkError(f"Could not load {what}: {error.message.splitlines()[0]}")
 
 
-async def load_source(page: Page, options: TakeOptions, deadline: float, *, check_status: bool = True
-                      ) -> Response | None:
+async def load_source(page: Page, options: TakeOptions, deadline: float, *, check_status: bool = True,
+                      refused_hosts: Callable[[], Collection[str]] = frozenset) -> Response | None:
     """Navigate to the url (or set the html/markdown) and wait for every `wait_until` event; with
-    `check_status`, a non-2xx answer is `host_returned_error` (unless `ignore_host_errors`)."""
+    `check_status`, a non-2xx answer is `host_returned_error` (unless `ignore_host_errors`).
+    `refused_hosts`: the hosts the egress proxy refused so far (their requests are over)."""
     nav_deadline = min(deadline, time.monotonic() + options.navigation_timeout)
-    tracker = InflightTracker(page) if "networkidle2" in options.wait_until else None
+    idle = [event for event in options.wait_until if event in ("networkidle0", "networkidle2")]
+    tracker = InflightTracker(page, refused_hosts) if idle else None
     first = _first_event(options.wait_until)
     what = options.url or "the page"
     response: Response | None = None
@@ -107,17 +119,15 @@ async def load_source(page: Page, options: TakeOptions, deadline: float, *, chec
             await page.set_content(content, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
         for event in options.wait_until:
             remaining_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
-            if event == "networkidle0":
-                await page.wait_for_load_state("networkidle", timeout=remaining_ms)
-            elif event in ("load", "domcontentloaded"):
+            if event in ("load", "domcontentloaded"):
                 await page.wait_for_load_state(event, timeout=remaining_ms)
         if tracker is not None:
-            await tracker.wait_idle(2, max(0.001, nav_deadline - time.monotonic()))
+            await tracker.wait_idle(0 if "networkidle0" in idle else 2, max(0.001, nav_deadline - time.monotonic()))
     except PlaywrightError as error:
         raise translate_error(error, what, options) from None
     except TimeoutError:
         raise CaptureTimeout(
-            f"{what} did not reach networkidle2 within navigation_timeout ({options.navigation_timeout} s)."
+            f"{what} did not reach {' and '.join(idle)} within navigation_timeout ({options.navigation_timeout} s)."
         ) from None
     finally:
         if tracker is not None:
