@@ -297,21 +297,18 @@ class BrowserSupervisor:
                 for other in tab.context.pages:
                     if other != tab.page:
                         await other.close()  # popups the job's page opened
+                if not tab.dirty:
+                    try:
+                        await self._unload(tab)
+                    except Exception:
+                        # Seen when the page's document swapped renderer host on the way (the CDP session
+                        # is not attached to an active page for a moment): a new page does as well.
+                        log.debug("could not unload a page for reuse; replacing it", exc_info=True)
+                        tab.dirty = True
+                kept = tab
                 if tab.dirty:
                     await tab.page.close()
                     kept = await self._new_page(tab.context)
-                else:
-                    # sessionStorage and window.name belong to the tab, not to an origin's storage.
-                    for frame in tab.page.frames:
-                        with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
-                            await frame.evaluate(FORGET_TAB_STATE)
-                    # The job's document unloads (its scripts stop, its requests are cancelled). Navigated
-                    # from the page itself, about:blank stays in the page's renderer, which the next job
-                    # then reuses for the same site instead of starting another.
-                    await tab.page.evaluate(UNLOAD)
-                    await tab.page.wait_for_url("about:blank")
-                    await tab.cdp.send("Page.resetNavigationHistory")
-                    kept = tab
                 for origin in sorted(origins):
                     await kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
                 await kept.cdp.send("Network.clearBrowserCache")
@@ -322,6 +319,18 @@ class BrowserSupervisor:
             return False
         self._warm = (owner, kept)
         return True
+
+    @staticmethod
+    async def _unload(tab: Tab) -> None:
+        """Forget the job's document: sessionStorage and window.name (they belong to the tab, not to an
+        origin's storage), then the document itself and the history. Navigated from the page itself,
+        about:blank stays in the page's renderer, which the next job then reuses for the same site."""
+        for frame in tab.page.frames:
+            with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
+                await frame.evaluate(FORGET_TAB_STATE)
+        await tab.page.evaluate(UNLOAD)  # the job's scripts stop, its requests are cancelled
+        await tab.page.wait_for_url("about:blank")
+        await tab.cdp.send("Page.resetNavigationHistory")
 
     async def _discard_warm(self) -> None:
         warm, self._warm = self._warm, None
