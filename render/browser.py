@@ -297,14 +297,12 @@ class BrowserSupervisor:
                 for other in tab.context.pages:
                     if other != tab.page:
                         await other.close()  # popups the job's page opened
+                if tab.page.url == "about:blank":
+                    # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
+                    # this document swaps its renderer host, after which the page's CDP session is lost.
+                    tab.dirty = True
                 if not tab.dirty:
-                    try:
-                        await self._unload(tab)
-                    except Exception:
-                        # Seen when the page's document swapped renderer host on the way (the CDP session
-                        # is not attached to an active page for a moment): a new page does as well.
-                        log.debug("could not unload a page for reuse; replacing it", exc_info=True)
-                        tab.dirty = True
+                    await self._unload(tab)
                 kept = tab
                 if tab.dirty:
                     await tab.page.close()
