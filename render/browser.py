@@ -21,9 +21,8 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
 
@@ -100,7 +99,6 @@ class Tab:
     context: BrowserContext
     page: Page
     cdp: CDPSession
-    info: dict[str, Any] = field(default_factory=dict)
     # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
     # listeners, extra headers): such a page is not reused for the next job.
     dirty: bool = False
@@ -129,10 +127,10 @@ class BrowserSupervisor:
         # The page kept from the last job (settings.reuse_contexts), and its owner.
         self._warm: tuple[str, Tab] | None = None
         self._releasing: asyncio.Task[None] | None = None
-        self._switching = False  # the last job found a context kept for another organisation
+        self._switching = False  # the last job found a page kept for another organisation
         self._closed = False
         self.restarts = 0
-        self.reuses = 0  # jobs served a kept context (settings.reuse_contexts)
+        self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
         # Chromium's own home, holding the extra certificate authorities when some are configured.
         self._home: Path | None = None
         if settings.ca_certificates:
@@ -242,27 +240,32 @@ class BrowserSupervisor:
         return tab
 
     def _spare_wanted(self) -> bool:
-        """Whether a spare tab may serve the next job: no context is kept, or jobs switch organisations."""
+        """Whether a spare tab may serve the next job: no page is kept, or jobs switch organisations."""
         return self._warm is None or self._switching
 
     async def _fresh_tab(self, *, spare: bool) -> Tab:
         """The spare tab, else a new one; with `spare`, the next spare starts being created meanwhile."""
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None:
-            try:
-                tab = await asyncio.wait_for(prepared, TAB_TIMEOUT_SECONDS)
-            except Exception:
-                log.warning("prepared tab failed; creating one now", exc_info=True)
-            else:
-                if tab.context.browser and tab.context.browser.is_connected():
-                    if spare or self._switching:
-                        self.prepare()  # the next job's tab is created while this one runs
-                    return tab
-                await tab.close()
-        tab = await asyncio.wait_for(self._new_tab(), TAB_TIMEOUT_SECONDS)
+        tab = await self._spare_tab()
+        if tab is None:
+            tab = await asyncio.wait_for(self._new_tab(), TAB_TIMEOUT_SECONDS)
         if spare or self._switching:
-            self.prepare()
+            self.prepare()  # the next job's tab is created while this one runs
         return tab
+
+    async def _spare_tab(self) -> Tab | None:
+        """The prepared tab, when it was made and its browser still runs."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        try:
+            tab = await asyncio.wait_for(prepared, TAB_TIMEOUT_SECONDS)
+        except Exception:
+            log.warning("prepared tab failed; creating one now", exc_info=True)
+            return None
+        if tab.context.browser and tab.context.browser.is_connected():
+            return tab
+        await tab.close()
+        return None
 
     async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
                       origins: Iterable[str] = ()) -> None:

@@ -190,6 +190,7 @@ def run(settings: Settings) -> int:
               f"  access key: {key}\n"
               f"  try:        curl -o example.png '{url}/v1/screenshot/take?url=https://example.com"
               f"&access_key={key}'\n"
+              f"  playground: {url}/playground (paste the access key)\n"
               f"  docs:       {url}/docs\n"
               "Press Ctrl-C to stop.", flush=True)
         while not stop["requested"]:
