@@ -73,6 +73,10 @@ class EgressProxy:
         self.upstream: Upstream | None = None  # the current job's upstream proxy
         self.origins: set[str] = set()  # origins the current job's browser connected to (to wipe afterwards)
         self._server: asyncio.Server | None = None
+        # asyncio holds a connection's task only weakly: an idle one (a kept-alive tunnel waiting on both
+        # sides) could be garbage-collected mid-await, its `finally` then failing with "coroutine ignored
+        # GeneratorExit". Held here until they end.
+        self._connections: set[asyncio.Task[None]] = set()
 
     def begin_job(self, upstream: Upstream | None) -> None:
         """A new job starts: its own refusals and upstream. Connections still open from the previous
@@ -92,10 +96,16 @@ class EgressProxy:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            for connection in list(self._connections):
+                connection.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
         try:
             await self._handle(reader, writer, self.refusals, self.upstream, self.origins)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):

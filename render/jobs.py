@@ -1,10 +1,7 @@
-"""RQ entry points, enqueued by dotted path (`render.jobs.capture`) with JSON payloads."""
+"""The worker process's warm runtime, for the RQ jobs that render (`service.jobs.capture_async`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from render.protocol import JobRequest, mark_job
 from render.runtime import WorkerRuntime
 
 _runtime: WorkerRuntime | None = None
@@ -21,13 +18,3 @@ def runtime() -> WorkerRuntime:
     if _runtime is None:
         raise RuntimeError("capture jobs run only inside `screenshot-service worker`")
     return _runtime
-
-
-def capture(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run one capture job whose caller waits; the result goes to Redis, RQ only keeps a short summary."""
-    worker = runtime()
-    job = JobRequest.from_json(payload)
-    if worker.redis is not None:
-        mark_job(worker.redis, job.reference, status="rendering", worker=worker.name)
-    result = worker.handle(job)
-    return {"ok": result.ok, "error_code": (result.error or {}).get("error_code")}

@@ -1,8 +1,9 @@
 """What crosses the queue between the API and the workers, as JSON.
 
-The API enqueues `render.jobs.capture` with a `JobRequest` payload; the worker stores a
-`JobResult` under `result_key(reference)` and publishes the reference on the request's reply
-channel. Pure module: the API imports it without Playwright.
+The API pushes a `JobRequest` onto `SYNC_QUEUE_KEY` when its client waits for the result, or
+enqueues an RQ job with one (async and webhook jobs); the worker stores a `JobResult` under
+`result_key(reference)` and publishes the reference on the request's reply channel. Pure module:
+the API imports it without Playwright.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 QUEUE_NAME = "render"
-JOB_FUNCTION = "render.jobs.capture"
+# Captures a client waits for: `JobRequest` JSON pushed by the API, popped by the workers before RQ's queue.
+SYNC_QUEUE_KEY = f"queue:{QUEUE_NAME}:waiting"
 RESULT_TTL_SECONDS = 300
 WORKERS_SEEN_KEY = "workers:seen"
 

@@ -1,4 +1,5 @@
-"""`screenshot-service worker`: an RQ worker that keeps Chromium warm and never forks per job."""
+"""`screenshot-service worker`: an RQ worker that keeps Chromium warm, never forks per job, and serves the
+captures a client waits for from a lane of their own."""
 
 from __future__ import annotations
 
@@ -7,21 +8,27 @@ import ctypes
 import logging
 import os
 import socket
+import time
 import uuid
 
+import orjson
 import redis
 from rq import Queue, SimpleWorker
+from rq.job import Job
 from rq.serializers import JSONSerializer
+from rq.worker import WorkerStatus
 
 from render import jobs
 from render.options import TakeOptions
-from render.protocol import QUEUE_NAME
+from render.protocol import JOB_RECORD_TTL_SECONDS, QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, job_key
 from render.runtime import Work, WorkerRuntime
 from render.settings import RenderSettings
 from storage import StorageSettings, open_storage
 
 log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # glibc's mallopt parameter
+RQ_HEARTBEAT_SECONDS = 30  # RQ's own worker record, while synchronous captures keep the worker busy
+RECONNECT_SECONDS = 1.0
 
 
 def fewer_malloc_arenas() -> None:
@@ -30,6 +37,84 @@ def fewer_malloc_arenas() -> None:
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # the driver and Chromium start later, with this environment
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)
+
+
+class CaptureWorker(SimpleWorker):
+    """RQ's worker, plus the lane for captures whose client waits (`SYNC_QUEUE_KEY`).
+
+    The API pushes such a job onto a plain Redis list and waits on its reply channel, so RQ's job
+    record, registries and result (about 5 ms of Redis and Python a job, on each side) buy nothing for
+    it. The worker blocks on that list and RQ's queue at once, the waiting lane first; an RQ job
+    (async captures) is put back at the head of its queue and taken RQ's way.
+    """
+
+    def __init__(self, queues: list[Queue], *, runtime: WorkerRuntime, **kwargs: object) -> None:
+        super().__init__(queues, **kwargs)  # type: ignore[arg-type]
+        self.runtime = runtime
+        self._rq_heartbeat_due = 0.0
+
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None,
+                                     max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
+        keys = [SYNC_QUEUE_KEY, *self.queue_keys()]
+        self.set_state(WorkerStatus.IDLE)
+        while not self._stop_requested:
+            try:
+                self._keep_rq_informed()
+                popped = self._pop(keys, timeout)
+                if popped is None:
+                    if timeout is None:
+                        return None  # burst: nothing left
+                    continue
+                key, value = (item.decode() for item in popped)
+                if key == SYNC_QUEUE_KEY:
+                    self._capture_now(value)
+                    continue
+                self.connection.lpush(key, value)  # another worker may take it first: then wait again
+                found = super().dequeue_job_and_maintain_ttl(None)
+                if found is not None:
+                    return found
+            except redis.ConnectionError:
+                log.warning("worker %s lost Redis; retrying in %s s", self.name, RECONNECT_SECONDS)
+                time.sleep(RECONNECT_SECONDS)
+        return None
+
+    def _keep_rq_informed(self) -> None:
+        """RQ's heartbeat and registry maintenance, as RQ's own loop would do them between jobs."""
+        if time.monotonic() >= self._rq_heartbeat_due:
+            self.heartbeat()
+            self._rq_heartbeat_due = time.monotonic() + RQ_HEARTBEAT_SECONDS
+        if self.should_run_maintenance_tasks:
+            self.run_maintenance_tasks()
+
+    def _pop(self, keys: list[str], timeout: int | None) -> tuple[bytes, bytes] | None:
+        """The next job (key, value): blocking up to `timeout` s, or what is there now when None (burst)."""
+        if timeout is not None:
+            blocking = min(timeout, RQ_HEARTBEAT_SECONDS)
+            return self.connection.blpop(keys, blocking)  # type: ignore[return-value]
+        for key in keys:
+            value = self.connection.lpop(key)
+            if value is not None:
+                return key.encode(), value  # type: ignore[return-value]
+        return None
+
+    def _capture_now(self, payload: str) -> None:
+        """Render one waiting client's job and publish its result; a SIGTERM meanwhile stops the worker after it."""
+        try:
+            job = JobRequest.from_json(orjson.loads(payload))
+        except (ValueError, TypeError, KeyError):
+            log.error("worker %s dropped a malformed job from %s: %.200s", self.name, SYNC_QUEUE_KEY, payload)
+            return
+        with self.connection.pipeline(transaction=False) as pipe:
+            self.set_state(WorkerStatus.BUSY, pipeline=pipe)  # RQ's signal handler reads it
+            pipe.hset(job_key(job.reference), mapping={"status": "rendering", "worker": self.name})
+            pipe.expire(job_key(job.reference), JOB_RECORD_TTL_SECONDS)
+            pipe.execute()
+        try:
+            self.runtime.handle(job)
+        except Exception:  # publishing failed (Redis lost): the waiting API gives up at its deadline
+            log.exception("worker %s could not finish job %s", self.name, job.reference)
+        finally:
+            self.set_state(WorkerStatus.IDLE)
 
 
 def run_worker(redis_url: str, settings: RenderSettings, storage_settings: StorageSettings,
@@ -44,8 +129,8 @@ def run_worker(redis_url: str, settings: RenderSettings, storage_settings: Stora
     runtime.start()
     jobs.install(runtime)
     queue = Queue(QUEUE_NAME, connection=connection, serializer=JSONSerializer)
-    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer, name=name)
-    log.info("worker %s serving queue %s", name, QUEUE_NAME)
+    worker = CaptureWorker([queue], runtime=runtime, connection=connection, serializer=JSONSerializer, name=name)
+    log.info("worker %s serving %s and queue %s", name, SYNC_QUEUE_KEY, QUEUE_NAME)
     try:
         worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
     finally:

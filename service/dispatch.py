@@ -1,8 +1,10 @@
-"""Hand jobs to the workers through RQ and wait for their results without blocking the event loop.
+"""Hand jobs to the workers and wait for their results without blocking the event loop.
 
-Each API process subscribes once to its own reply channel; a waiting request is just a future
-in `_waiters`, so hundreds can wait at once on one Redis connection. A periodic check of the
-result key covers a notification lost while the subscription was reconnecting.
+A job whose client waits is pushed as JSON onto `SYNC_QUEUE_KEY` (one Redis command, with the room
+check); async jobs go through RQ, whose records and retries they need. Each API process subscribes
+once to its own reply channel; a waiting request is just a future in `_waiters`, so hundreds can
+wait at once on one Redis connection. A periodic check of the result key covers a notification lost
+while the subscription was reconnecting.
 """
 
 from __future__ import annotations
@@ -15,17 +17,24 @@ from functools import partial
 from typing import Any
 
 import anyio
+import orjson
 import redis
 import redis.asyncio as aioredis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
 from render.errors import InternalError
-from render.protocol import JOB_FUNCTION, QUEUE_NAME, JobRequest, JobResult, alive_key, job_key, result_key
+from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, JobResult, alive_key, job_key, result_key
 from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
 RESULT_POLL_SECONDS = 1.0
+# KEYS: the waiting lane, RQ's queue. ARGV: the most jobs that may wait, the job. 1 when pushed, 0 when full.
+PUSH_IF_ROOM = """
+if redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+return 1
+"""
 
 
 class Dispatcher:
@@ -40,6 +49,7 @@ class Dispatcher:
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._push_if_room = async_redis.register_script(PUSH_IF_ROOM)
 
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen())
@@ -72,13 +82,20 @@ class Dispatcher:
                 await pubsub.aclose()
 
     async def queue_depth(self) -> int:
-        return int(await self._redis.llen(self._queue.key))
+        """Jobs waiting for a worker, in both lanes."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.llen(SYNC_QUEUE_KEY)
+            pipe.llen(self._queue.key)
+            return sum(await pipe.execute())
+
+    def _full(self) -> TemporaryUnavailable:
+        return TemporaryUnavailable(
+            f"All workers are busy and {self._max_queue} requests are already waiting (setting "
+            "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
 
     async def _check_room(self) -> None:
         if await self.queue_depth() >= self._max_queue:
-            raise TemporaryUnavailable(
-                f"All workers are busy and {self._max_queue} requests are already waiting (setting "
-                "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
+            raise self._full()
 
     async def submit(self, job: JobRequest, *, function: str, args: tuple[Any, ...], job_timeout: int,
                      ttl: int | None) -> None:
@@ -88,15 +105,16 @@ class Dispatcher:
             self._queue.enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
             ttl=ttl, result_ttl=60, failure_ttl=3600))
 
-    async def run(self, job: JobRequest, wait_seconds: float, job_timeout: int) -> JobResult | None:
-        """Enqueue and wait; None when no result came within `wait_seconds`."""
-        await self._check_room()
+    async def run(self, job: JobRequest, wait_seconds: float) -> JobResult | None:
+        """Push onto the waiting lane and wait; None when no result came within `wait_seconds`. A job
+        still waiting at its deadline is answered by the worker that finally takes it (timeout error)."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:
-            await anyio.to_thread.run_sync(partial(
-                self._queue.enqueue_call, func=JOB_FUNCTION, args=(job.to_json(),), job_id=job.reference,
-                timeout=job_timeout, ttl=max(1, int(wait_seconds)), result_ttl=60, failure_ttl=3600))
+            pushed = await self._push_if_room(keys=[SYNC_QUEUE_KEY, self._queue.key],
+                                              args=[self._max_queue, orjson.dumps(job.to_json())])
+            if not pushed:
+                raise self._full()
             give_up = time.monotonic() + wait_seconds
             while True:
                 left = give_up - time.monotonic()

@@ -39,7 +39,7 @@ class ServiceSettings(BaseSettings):
     public_base_url: str | None = Field(None, description="How clients reach this service "
                                         "(default http://HOST:PORT).")
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Largest request body accepted.")
-    max_queue: int = Field(200, ge=1, description="Jobs waiting for a worker before new requests get "
+    max_queue: int = Field(200, ge=1, description="Jobs waiting for a worker (both lanes) before new requests get "
                            "temporary_unavailable.")
     result_wait_grace: float = Field(10.0, ge=0, description="Seconds past a request's timeout the API "
                                      "waits for a worker before answering timeout_error.")

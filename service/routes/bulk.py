@@ -223,7 +223,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
                       for ref, o in zip(references[1:], variants[1:], strict=True)])
         for reference in references:
             await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=timeout + grace, job_timeout=int(timeout + grace))
+        result = await context.dispatcher.run(job, wait_seconds=timeout + grace)
         if result is None:
             error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
             outcomes = [(reference, error) for reference in references]

@@ -217,8 +217,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             keep_body=keep_body or (store and options.response_type == "by_format"),
             vision=vision_request(context, options, reference), kind=options.job_kind)
         await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
-                                              job_timeout=int(options.timeout + grace))
+        result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace)
         if result is not None and result.started_at:
             context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:

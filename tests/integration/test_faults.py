@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis
 
@@ -298,3 +299,27 @@ def test_an_async_job_whose_worker_is_killed_fails_uncharged_and_tells_its_webho
         assert record["used"] == 0 and record["concurrency"]["remaining"] == 4
         isolated.restart(victim)
         wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
+
+
+def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
+        isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
+    from render.protocol import SYNC_QUEUE_KEY, JobRequest, result_key
+
+    connection = redis.Redis.from_url(store.url)
+    reply = connection.pubsub()
+    reply.subscribe("results:test-lane")
+    expired = JobRequest(reference="expired-in-lane", organisation=fresh_org.id, options={"url": site.url("/")},
+                         trace_id="t", deadline=time.time() - 1, reply_channel="results:test-lane")
+    connection.rpush(SYNC_QUEUE_KEY, b"{not json", b'{"reference": "no other field"}', b"[1, 2]",
+                     orjson.dumps(expired.to_json()))
+    wait_for(lambda: connection.llen(SYNC_QUEUE_KEY) == 0, 20, "the workers to take every entry")
+    wait_for(lambda: connection.exists(result_key(expired.reference)), 20, "the expired job's answer")
+    error = orjson.loads(connection.hget(result_key(expired.reference), "meta"))["error"]  # type: ignore[arg-type]
+    assert error["error_code"] == "timeout_error" and "waited in the queue" in error["error_message"], error
+    assert any(message["type"] == "message" and message["data"] == b"expired-in-lane"
+               for message in iter(lambda: reply.get_message(timeout=1), None))
+    with httpx.Client(base_url=isolated.url) as http:
+        for _ in range(WORKERS * 2):  # every worker still serves
+            response = take(http, fresh_org, site.url("/colours.html"))
+            assert response.status_code == 200, response.text
+            assert response.content.startswith(b"\x89PNG")

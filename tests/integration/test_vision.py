@@ -17,7 +17,7 @@ import redis
 from service.settings import default_workers
 from tests.conftest import Org
 from tests.receivers import VISION_KEYS, Receiver, vision_answer
-from tests.servers import RunningService, running_service
+from tests.servers import RunningService, running_service, wait_for
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -150,9 +150,16 @@ def test_the_key_is_never_stored_nor_logged(isolated: RunningService, isolated_h
     response = take(isolated_http, isolated_org, site, vision_provider_api_key=secret_key,
                     vision_prompt="prompt-marker-7f3a", response_type="json")
     assert response.status_code == 200, response.text
+    # An async job too: its payload stays in Redis (RQ's job, the record the sweeper reads) after it ran.
+    accepted = take(isolated_http, isolated_org, site, vision_provider_api_key=secret_key,
+                    vision_prompt="prompt-marker-async", **{"async": "true"})
+    assert accepted.status_code == 202, accepted.text
+    status_url = f"/v1/screenshot/jobs/{accepted.json()['reference']}"
+    wait_for(lambda: isolated_http.get(status_url, params={"access_key": isolated_org.access_key}).json()["status"]
+             == "done", 30, "the async vision job")
     stored = everything_in(redis.Redis.from_url(isolated.redis_url))
-    # The scan sees the job's payload (its prompt is there) but no key, revoked, good or otherwise.
-    assert b"prompt-marker-7f3a" in stored
+    # The scan sees the async job's payload (its prompt is there) but no key, revoked, good or otherwise.
+    assert b"prompt-marker-async" in stored
     assert response.headers["x-service-reference"].encode() in stored
     for key in VISION_KEYS:
         assert key.encode() not in stored, f"{key} found in Redis"

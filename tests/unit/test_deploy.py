@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from render.protocol import QUEUE_NAME
+from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY
 from render.settings import PROXY_VARIABLE, RenderSettings
 from service.cli import build_parser
 from service.routes.operations import router as operations
@@ -195,11 +195,12 @@ def test_kubernetes_probes_name_real_routes() -> None:
 def test_keda_scales_the_workers_on_the_queue_they_serve() -> None:
     scaler = k8s_object("ScaledObject", "worker")
     assert scaler["spec"]["scaleTargetRef"]["name"] == k8s_object("Deployment", "worker")["metadata"]["name"]
-    trigger = scaler["spec"]["triggers"][0]
-    assert trigger["type"] == "redis"
-    assert trigger["metadata"]["listName"] == f"rq:queue:{QUEUE_NAME}"
+    triggers = scaler["spec"]["triggers"]
+    assert {trigger["metadata"]["listName"] for trigger in triggers} == {f"rq:queue:{QUEUE_NAME}", SYNC_QUEUE_KEY}
     redis_url = k8s_object("ConfigMap", "screenshot-service")["data"]["SCREENSHOT_REDIS_URL"]
-    assert trigger["metadata"]["address"].split(".")[0] == redis_url.split("//")[1].split(":")[0]
+    for trigger in triggers:
+        assert trigger["type"] == "redis"
+        assert trigger["metadata"]["address"].split(".")[0] == redis_url.split("//")[1].split(":")[0]
     assert scaler["spec"]["minReplicaCount"] >= 1, "/readyz needs a worker seen recently"
 
 

@@ -26,7 +26,7 @@ def test_full_queue_is_temporary_unavailable(redis_url: str) -> None:
         try:
             job = JobRequest(reference="r1", organisation="o", options={}, trace_id="t", deadline=time.time() + 5)
             with pytest.raises(TemporaryUnavailable, match="SCREENSHOT_MAX_QUEUE"):
-                await dispatcher.run(job, wait_seconds=1, job_timeout=5)
+                await dispatcher.run(job, wait_seconds=1)
         finally:
             sync_redis.delete(dispatcher._queue.key)
             await async_redis.aclose()
