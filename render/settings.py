@@ -28,7 +28,8 @@ class RenderSettings(BaseSettings):
         "chromium-headless-shell, the same Chromium without the browser's window and UI: half the memory and "
         "twice as fast to open a context as /usr/bin/chromium, which also works). No browser is ever "
         "downloaded.")
-    chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting).")
+    chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting). "
+                               "--disable-features= and --enable-features= lists are merged into the service's own.")
     chromium_sandbox: Literal["auto", "on", "off"] = Field(
         "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "
         "sandbox as root). In a container it needs user namespaces: see README, Deploying.")
