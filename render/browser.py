@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
 
 from render.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
 from render.settings import RenderSettings
@@ -33,8 +33,11 @@ from render.trust import chromium_home
 log = logging.getLogger(__name__)
 
 NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
-UNLOAD = "() => location.replace('about:blank')"
+# sessionStorage and window.name belong to the tab, not to an origin's storage: forgotten in every frame.
 FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window === top) window.name = ''; } }"
+# The main frame forgets, then unloads its document (its scripts stop, its requests are cancelled).
+FORGET_AND_UNLOAD = ("() => { try { sessionStorage.clear(); } catch { /* an opaque origin has none */ } "
+                     "window.name = ''; location.replace('about:blank'); }")
 CLOSE_TIMEOUT_SECONDS = 10
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 # Playwright's driver is a Node process; V8's default young generation (16 MB semi-spaces) made it about
@@ -342,11 +345,12 @@ class BrowserSupervisor:
                 if tab.dirty:
                     await tab.page.close()
                     kept = await self._new_page(tab.context)
-                for origin in sorted(origins):
-                    await kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
-                await kept.cdp.send("Network.clearBrowserCache")
-                await tab.context.clear_cookies()
-                await tab.context.clear_permissions()
+                # Independent of one another: sent together.
+                await asyncio.gather(
+                    *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                      for origin in sorted(origins)),
+                    kept.cdp.send("Network.clearBrowserCache"), tab.context.clear_cookies(),
+                    tab.context.clear_permissions())
         except Exception:
             log.warning("could not wipe a page for reuse; closing its context", exc_info=True)
             return False
@@ -355,14 +359,25 @@ class BrowserSupervisor:
 
     @staticmethod
     async def _unload(tab: Tab) -> None:
-        """Forget the job's document: sessionStorage and window.name (they belong to the tab, not to an
-        origin's storage), then the document itself and the history. Navigated from the page itself,
-        about:blank stays in the page's renderer, which the next job then reuses for the same site."""
-        for frame in tab.page.frames:
-            with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
-                await frame.evaluate(FORGET_TAB_STATE)
-        await tab.page.evaluate(UNLOAD)  # the job's scripts stop, its requests are cancelled
-        await tab.page.wait_for_url("about:blank")
+        """Forget the job's document: sessionStorage and window.name, then the document itself and the
+        history. Navigated from the page itself, about:blank stays in the page's renderer, which the next
+        job then reuses for the same site."""
+        main = tab.page.main_frame
+        with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
+            await asyncio.gather(*(frame.evaluate(FORGET_TAB_STATE) for frame in tab.page.frames if frame != main))
+        # A plain event, not `wait_for_url`: Playwright's waiters send the driver about nine messages each.
+        unloaded = asyncio.get_running_loop().create_future()
+
+        def on_navigated(frame: Frame) -> None:
+            if frame == main and frame.url == "about:blank" and not unloaded.done():
+                unloaded.set_result(None)
+
+        tab.page.on("framenavigated", on_navigated)
+        try:
+            await main.evaluate(FORGET_AND_UNLOAD)
+            await unloaded
+        finally:
+            tab.page.remove_listener("framenavigated", on_navigated)
         await tab.cdp.send("Page.resetNavigationHistory")
 
     async def _discard_warm(self) -> None:

@@ -75,7 +75,8 @@ class InflightTracker:
 
 
 def _first_event(wait_until: Sequence[str]) -> str:
-    """The Playwright event to navigate with; the others are awaited afterwards."""
+    """The Playwright event to navigate with: `load` implies `domcontentloaded`, and the network-idle events
+    are the tracker's, awaited afterwards."""
     if "load" in wait_until:
         return "load"
     if "domcontentloaded" in wait_until:
@@ -117,10 +118,6 @@ async def load_source(page: Page, options: TakeOptions, deadline: float, *, chec
         else:
             content = options.html if options.html is not None else markdown_to_html(options.markdown or "")
             await page.set_content(content, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
-        for event in options.wait_until:
-            remaining_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
-            if event in ("load", "domcontentloaded"):
-                await page.wait_for_load_state(event, timeout=remaining_ms)
         if tracker is not None:
             await tracker.wait_idle(0 if "networkidle0" in idle else 2, max(0.001, nav_deadline - time.monotonic()))
     except PlaywrightError as error:
