@@ -133,6 +133,12 @@ class JobResult:
         data["variants"] = [variant.meta() for variant in self.variants]
         return data
 
+    def record_fields(self) -> dict[str, str]:
+        """The finished job's fields in its record (`job_key`, GET /jobs/{reference})."""
+        if self.ok:
+            return {"status": "done", "storage_key": self.storage_key or "", "content_type": self.content_type}
+        return {"status": "failed", "error": orjson.dumps(self.error or {}).decode()}
+
     def to_redis(self) -> dict[FieldT, EncodableT]:
         fields: dict[FieldT, EncodableT] = {"meta": orjson.dumps(self.meta()), "body": self.body}
         for index, variant in enumerate(self.variants):

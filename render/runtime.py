@@ -35,6 +35,7 @@ from render.protocol import (
     JobRequest,
     JobResult,
     alive_key,
+    job_key,
     local_heartbeat_file,
     result_key,
 )
@@ -283,6 +284,8 @@ class WorkerRuntime:
         if self.redis is None or job.reply_channel is None:
             return
         with self.redis.pipeline(transaction=False) as pipe:
+            for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
+                pipe.hset(job_key(each.reference), mapping=each.record_fields())  # type: ignore[arg-type]
             pipe.hset(result_key(job.reference), mapping=result.to_redis())
             pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
             pipe.publish(job.reply_channel, job.reference)

@@ -24,15 +24,29 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from render.errors import InternalError
-from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, JobResult, alive_key, job_key, result_key
+from render.protocol import (
+    JOB_RECORD_TTL_SECONDS,
+    QUEUE_NAME,
+    SYNC_QUEUE_KEY,
+    JobRequest,
+    JobResult,
+    alive_key,
+    job_key,
+    result_key,
+)
 from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
 RESULT_POLL_SECONDS = 1.0
-# KEYS: the waiting lane, RQ's queue. ARGV: the most jobs that may wait, the job. 1 when pushed, 0 when full.
+# KEYS: the waiting lane, RQ's queue, the job's record. ARGV: the most jobs that may wait, the job, the
+# record's lifetime, then the record's fields and values. 1 when pushed (and recorded), 0 when full.
 PUSH_IF_ROOM = """
 if redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[1], ARGV[2])
+if #ARGV > 3 then
+  redis.call('HSET', KEYS[3], unpack(ARGV, 4))
+  redis.call('EXPIRE', KEYS[3], ARGV[3])
+end
 return 1
 """
 
@@ -105,14 +119,18 @@ class Dispatcher:
             self._queue.enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
             ttl=ttl, result_ttl=60, failure_ttl=3600))
 
-    async def run(self, job: JobRequest, wait_seconds: float) -> JobResult | None:
-        """Push onto the waiting lane and wait; None when no result came within `wait_seconds`. A job
-        still waiting at its deadline is answered by the worker that finally takes it (timeout error)."""
+    async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None
+                  ) -> JobResult | None:
+        """Push onto the waiting lane (and write the job's `record`, when given) and wait; None when no
+        result came within `wait_seconds`. A job still waiting at its deadline is answered by the worker
+        that finally takes it (timeout error); the worker also records how the job ended."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:
-            pushed = await self._push_if_room(keys=[SYNC_QUEUE_KEY, self._queue.key],
-                                              args=[self._max_queue, orjson.dumps(job.to_json())])
+            fields = [part for pair in (record or {}).items() for part in pair]
+            pushed = await self._push_if_room(
+                keys=[SYNC_QUEUE_KEY, self._queue.key, job_key(job.reference)],
+                args=[self._max_queue, orjson.dumps(job.to_json()), JOB_RECORD_TTL_SECONDS, *fields])
             if not pushed:
                 raise self._full()
             give_up = time.monotonic() + wait_seconds
@@ -128,9 +146,11 @@ class Dispatcher:
                 if result is not None:
                     return result
                 if await self.worker_died(job.reference):
-                    return JobResult(job.reference, ok=False, error=InternalError(
+                    lost = JobResult(job.reference, ok=False, error=InternalError(
                         "The worker rendering this capture stopped (it crashed or was killed); nothing was "
                         "charged. Retry the request.").to_payload())
+                    await self._redis.hset(job_key(job.reference), mapping=lost.record_fields())  # type: ignore[arg-type]
+                    return lost
         finally:
             self._waiters.pop(job.reference, None)
 

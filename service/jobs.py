@@ -28,13 +28,6 @@ IN_FLIGHT_KEY = "jobs:async:in-flight"  # references of async jobs a worker is r
 SWEEP_LOCK_SECONDS = 60
 
 
-def outcome_fields(result: JobResult) -> dict[str, str]:
-    """A finished job's record fields."""
-    if result.ok:
-        return {"status": "done", "storage_key": result.storage_key or "", "content_type": result.content_type}
-    return {"status": "failed", "error": orjson.dumps(result.error or {}).decode()}
-
-
 def webhook_delivery(job: JobRequest, result: JobResult, webhook: dict[str, Any]) -> webhooks.Delivery | None:
     """The delivery a finished job owes its webhook, if any (failures only with webhook_errors)."""
     if not result.ok and not webhook.get("errors"):
@@ -77,7 +70,7 @@ def capture_async(payload: dict[str, Any], webhook: dict[str, Any] | None) -> di
 def finish(connection: redis.Redis, job: JobRequest, result: JobResult, webhook: dict[str, Any] | None) -> None:
     """Settle the quota (charged only on success, slot freed), record the outcome, owe the webhook."""
     settle_now(connection, job.organisation, job.reference, success=result.ok)
-    mark_job(connection, job.reference, **outcome_fields(result))
+    mark_job(connection, job.reference, **result.record_fields())
     connection.srem(IN_FLIGHT_KEY, job.reference)
     if webhook is not None:
         delivery = webhook_delivery(job, result, webhook)
@@ -117,15 +110,19 @@ def sweep_orphans(connection: redis.Redis) -> int:
 
 
 class JobRecords:
-    """The API's side of job records."""
+    """The API's side of job records (a synchronous job's is written by `Dispatcher.run` and its worker)."""
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
 
+    @staticmethod
+    def queued_fields(organisation: str) -> dict[str, str]:
+        return {"organisation": organisation, "status": "queued", "created": str(time.time())}
+
     async def queued(self, reference: str, organisation: str, *, job: JobRequest | None = None,
                      webhook: dict[str, Any] | None = None) -> None:
         """A new job's record; an async `job` keeps what `sweep_orphans` needs to finish it if its worker dies."""
-        fields = {"organisation": organisation, "status": "queued", "created": str(time.time())}
+        fields = self.queued_fields(organisation)
         if job is not None:
             fields["payload"] = orjson.dumps({"job": job.to_json(), "webhook": webhook}).decode()
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -134,7 +131,7 @@ class JobRecords:
             await pipe.execute()
 
     async def finished(self, reference: str, result: JobResult) -> None:
-        await self._redis.hset(job_key(reference), mapping=outcome_fields(result))  # type: ignore[arg-type]
+        await self._redis.hset(job_key(reference), mapping=result.record_fields())  # type: ignore[arg-type]
 
     async def get(self, reference: str) -> dict[str, str]:
         return {text(k): text(v) for k, v in (await self._redis.hgetall(job_key(reference))).items()}

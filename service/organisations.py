@@ -10,6 +10,7 @@ import hashlib
 import secrets
 import string
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis
@@ -73,11 +74,21 @@ class CreatedOrganisation:
     access_key: str
 
 
+# KEYS[1]: an access key's entry. ARGV[1]: the organisation keys' prefix. {id, flat HGETALL} or nil.
+# (The organisation's key is derived inside the script: one Redis server, not a cluster.)
+BY_ACCESS_KEY = """
+local id = redis.call('GET', KEYS[1])
+if not id then return nil end
+return {id, redis.call('HGETALL', ARGV[1] .. id)}
+"""
+
+
 class OrganisationStore:
     """Create, find, list and revoke organisations."""
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
+        self._by_access_key = connection.register_script(BY_ACCESS_KEY)
 
     async def create(
         self, name: str, *, quota: int, concurrency: int, require_signature: bool = False,
@@ -118,7 +129,10 @@ class OrganisationStore:
         return await self.get(org.id)  # type: ignore[return-value]
 
     async def get(self, org_id: str) -> Organisation | None:
-        data = await self._redis.hgetall(_org_key(org_id))
+        return self._from_fields(org_id, await self._redis.hgetall(_org_key(org_id)))
+
+    @staticmethod
+    def _from_fields(org_id: str, data: Mapping[bytes | str, bytes | str]) -> Organisation | None:
         if not data:
             return None
         fields = {text(k): text(v) for k, v in data.items()}
@@ -129,11 +143,12 @@ class OrganisationStore:
             revoked=fields.get("revoked") == "1")
 
     async def by_access_key(self, access_key: str) -> Organisation | None:
-        """The active organisation owning this key, or None."""
-        org_id = await self._redis.get(_access_key_key(access_key))
-        if org_id is None:
+        """The active organisation owning this key, or None (one round trip: every request asks)."""
+        found = await self._by_access_key(keys=[_access_key_key(access_key)], args=[_org_key("")])
+        if not found:
             return None
-        org = await self.get(text(org_id))
+        org_id, flat = text(found[0]), found[1]
+        org = self._from_fields(org_id, dict(zip(flat[::2], flat[1::2], strict=True)))
         return None if org is None or org.revoked else org
 
     async def list(self) -> list[Organisation]:

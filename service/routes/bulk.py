@@ -231,8 +231,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
             failure = ServiceError.from_payload(result.error or {})
             outcomes = [(reference, failure) for reference in references]
         else:
-            for each in [result, *result.variants]:
-                await context.records.finished(each.reference, each)
+            for each in [result, *result.variants]:  # their records: written by the worker
                 outcomes.append((each.reference, each if each.ok else ServiceError.from_payload(each.error or {})))
         return outcomes
     finally:

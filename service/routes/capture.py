@@ -216,15 +216,15 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             store_result=store, enqueued_at=time.time(), store_key=store_key,
             keep_body=keep_body or (store and options.response_type == "by_format"),
             vision=vision_request(context, options, reference), kind=options.job_kind)
-        await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace)
+        result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
+                                              record=context.records.queued_fields(org.id))
         if result is not None and result.started_at:
             context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:
             result = JobResult(reference, ok=False, error=CaptureTimeout(
                 f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
                 "overloaded: retry, or raise timeout.").to_payload())
-        await context.records.finished(reference, result)
+            await context.records.finished(reference, result)
         if not result.ok:
             if options.webhook_url is not None:
                 await enqueue_webhook(context, org, options, reference, trace_id, result)
