@@ -180,7 +180,7 @@ def test_job_status_of_unknown_and_foreign_jobs(isolated_http: httpx.Client, iso
     reference = done.headers["x-service-reference"]
     assert status(isolated_http, isolated_org, reference).json()["status"] == "done"
     failed = take(isolated_http, isolated_org, site, "/status?code=404")
-    assert failed.status_code == 400, failed.text
+    assert failed.json()["error_code"] == "host_returned_error", failed.text
     record = status(isolated_http, isolated_org, failed.headers["x-service-reference"]).json()
     assert record["status"] == "failed" and record["error_code"] == "host_returned_error", record
     stranger = make_org_in(isolated.redis_url)
