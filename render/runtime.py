@@ -30,6 +30,7 @@ from render.options import TakeOptions
 from render.protocol import (
     ALIVE_TTL_SECONDS,
     COUNTERS_KEY,
+    JOB_RECORD_TTL_SECONDS,
     RESULT_TTL_SECONDS,
     WORKERS_SEEN_KEY,
     JobRequest,
@@ -286,6 +287,7 @@ class WorkerRuntime:
         with self.redis.pipeline(transaction=False) as pipe:
             for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
                 pipe.hset(job_key(each.reference), mapping=each.record_fields())  # type: ignore[arg-type]
+                pipe.expire(job_key(each.reference), JOB_RECORD_TTL_SECONDS)
             pipe.hset(result_key(job.reference), mapping=result.to_redis())
             pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
             pipe.publish(job.reply_channel, job.reference)

@@ -303,7 +303,7 @@ def test_an_async_job_whose_worker_is_killed_fails_uncharged_and_tells_its_webho
 
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
-    from render.protocol import SYNC_QUEUE_KEY, JobRequest, result_key
+    from render.protocol import JOB_RECORD_TTL_SECONDS, SYNC_QUEUE_KEY, JobRequest, job_key, result_key
 
     connection = redis.Redis.from_url(store.url)
     reply = connection.pubsub()
@@ -316,6 +316,9 @@ def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_p
     wait_for(lambda: connection.exists(result_key(expired.reference)), 20, "the expired job's answer")
     error = orjson.loads(connection.hget(result_key(expired.reference), "meta"))["error"]  # type: ignore[arg-type]
     assert error["error_code"] == "timeout_error" and "waited in the queue" in error["error_message"], error
+    record = connection.hgetall(job_key(expired.reference))  # what GET /jobs/{reference} reads
+    assert record[b"status"] == b"failed" and b"timeout_error" in record[b"error"], record
+    assert 0 < connection.ttl(job_key(expired.reference)) <= JOB_RECORD_TTL_SECONDS
     assert any(message["type"] == "message" and message["data"] == b"expired-in-lane"
                for message in iter(lambda: reply.get_message(timeout=1), None))
     with httpx.Client(base_url=isolated.url) as http:
