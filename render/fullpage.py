@@ -78,10 +78,11 @@ async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> byt
 
 
 async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
-                         deadline: float, final_format: str | None = None) -> tuple[list[Slice], int]:
+                         deadline: float, final_format: str | None = None, fast_final: bool = True
+                         ) -> tuple[list[Slice], int]:
     """The page as slices, top to bottom, and the total height in device pixels. With `final_format`
     (a format Chromium writes, when nothing is done to the image afterwards), a page taken in one capture
-    comes in that format, encoded once, ready to send."""
+    comes in that format, encoded once (`fast_final`: for speed rather than size), ready to send."""
     cap = height_cap(options, viewport, max_pixels)
     if options.full_page_scroll is not False:
         await scroll_for_lazy_content(tab, options, viewport, cap, deadline)
@@ -90,7 +91,7 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
     if options.full_page_algorithm == "default" and height * scale <= MAX_CAPTURE_DEVICE_PIXELS:
         clip: dict[str, float] = {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1}
         if final_format is not None:
-            whole = await screenshot(tab, final_format, options.image_quality, fast=False, transparent=False,
+            whole = await screenshot(tab, final_format, options.image_quality, fast=fast_final, transparent=False,
                                      clip=clip, beyond_viewport=True)
         else:
             whole = await _capture(tab, clip, beyond=True)

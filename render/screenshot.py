@@ -16,7 +16,9 @@ CAPTURE_ATTEMPTS = 4
 async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparent: bool,
                      clip: dict[str, float] | None = None, beyond_viewport: bool = False) -> bytes:
     """Encoded bytes (png, jpeg or webp) of the viewport, or of `clip` (CSS pixels, page coordinates;
-    device pixels out). `fast` trades size for speed when the image is re-encoded anyway."""
+    device pixels out). `fast`: Chromium's `optimizeForSpeed` (a PNG's zlib at its fastest level, no row
+    filters: the same pixels, more bytes), for an image re-encoded anyway or when the operator chose it
+    for results (SCREENSHOT_PNG_COMPRESSION)."""
     if transparent:
         tab.dirty = True
         await tab.cdp.send("Emulation.setDefaultBackgroundColorOverride",

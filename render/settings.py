@@ -51,6 +51,11 @@ class RenderSettings(BaseSettings):
         "", description="host=ip,host=ip: names resolved to fixed addresses before the policy applies.")
     max_image_pixels: int = Field(
         100_000_000, ge=1, description="Largest output image in pixels; beyond: resulting_image_too_large.")
+    png_compression: Literal["fast", "small"] = Field(
+        "fast", description="How Chromium compresses a PNG it sends as the result. PNG is lossless: the pixels "
+        "are the same either way. fast: zlib's fastest level, no row filters (a 1280x1024 capture of a flat page "
+        "takes about 35 ms instead of 46 and weighs 46 KB instead of 25; of a photo-heavy page 66 ms instead of "
+        "129 for 3% more bytes). small: zlib's default level with filters.")
     max_result_bytes: int = Field(
         200 * 1024 * 1024, ge=1, description="Largest output in bytes; beyond: resulting_image_too_large.")
     deadline_grace_seconds: float = Field(

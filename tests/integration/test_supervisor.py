@@ -94,3 +94,28 @@ def test_extra_certificate_authorities_are_trusted_and_only_when_configured(tls_
         BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "empty.pem")))
     with pytest.raises(TrustStoreError, match="cannot read"):
         BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "missing.pem")))
+
+
+def test_png_compression_changes_the_bytes_never_the_pixels() -> None:
+    """SCREENSHOT_PNG_COMPRESSION: `fast` (the default) and `small` give the same pixels; `small` fewer bytes."""
+    import pyvips
+
+    page = ("<html><body style='margin:0;height:100vh;background:linear-gradient(90deg,#123456,#fedcba)'>"
+            + "<p style='font:14px sans-serif'>The quick brown fox jumps over the lazy dog.</p>" * 20
+            + "</body></html>")
+    options = parse_take_options({"html": page, "viewport_width": "400", "viewport_height": "300"})
+
+    async def capture_with(compression: str) -> bytes:
+        supervisor = BrowserSupervisor(RenderSettings(png_compression=compression))  # type: ignore[arg-type]
+        try:
+            tab = await supervisor.acquire()
+            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+            return (await capture(options, tab, env, time.monotonic() + 30)).body
+        finally:
+            await supervisor.close()
+
+    fast, small = (asyncio.run(capture_with(compression)) for compression in ("fast", "small"))
+    images = [pyvips.Image.new_from_buffer(body, "") for body in (fast, small)]
+    assert [(image.width, image.height) for image in images] == [(400, 300), (400, 300)]
+    assert images[0].write_to_memory() == images[1].write_to_memory()
+    assert len(small) < len(fast) * 0.8, (len(small), len(fast))
