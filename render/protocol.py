@@ -62,11 +62,16 @@ def job_key(reference: str) -> str:
     return f"job:{reference}"
 
 
+def record_job(pipe: redis.client.Pipeline, reference: str, fields: dict[str, str]) -> None:
+    """Queue an update of a job's record on `pipe`, keeping the record's lifetime."""
+    pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
+    pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+
+
 def mark_job(connection: redis.Redis, reference: str, **fields: str) -> None:
     """Update a job's record (sync; workers)."""
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
-        pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+        record_job(pipe, reference, fields)
         pipe.execute()
 
 

@@ -30,14 +30,13 @@ from render.options import TakeOptions
 from render.protocol import (
     ALIVE_TTL_SECONDS,
     COUNTERS_KEY,
-    JOB_RECORD_TTL_SECONDS,
     RESULT_TTL_SECONDS,
     WORKERS_SEEN_KEY,
     JobRequest,
     JobResult,
     alive_key,
-    job_key,
     local_heartbeat_file,
+    record_job,
     result_key,
 )
 from render.settings import RenderSettings
@@ -286,8 +285,7 @@ class WorkerRuntime:
             return
         with self.redis.pipeline(transaction=False) as pipe:
             for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
-                pipe.hset(job_key(each.reference), mapping=each.record_fields())  # type: ignore[arg-type]
-                pipe.expire(job_key(each.reference), JOB_RECORD_TTL_SECONDS)
+                record_job(pipe, each.reference, each.record_fields())
             pipe.hset(result_key(job.reference), mapping=result.to_redis())
             pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
             pipe.publish(job.reply_channel, job.reference)

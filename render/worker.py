@@ -20,7 +20,7 @@ from rq.worker import WorkerStatus
 
 from render import jobs
 from render.options import TakeOptions
-from render.protocol import JOB_RECORD_TTL_SECONDS, QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, job_key
+from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, record_job
 from render.runtime import Work, WorkerRuntime
 from render.settings import RenderSettings
 from storage import StorageSettings, open_storage
@@ -106,8 +106,7 @@ class CaptureWorker(SimpleWorker):
             return
         with self.connection.pipeline(transaction=False) as pipe:
             self.set_state(WorkerStatus.BUSY, pipeline=pipe)  # RQ's signal handler reads it
-            pipe.hset(job_key(job.reference), mapping={"status": "rendering", "worker": self.name})
-            pipe.expire(job_key(job.reference), JOB_RECORD_TTL_SECONDS)
+            record_job(pipe, job.reference, {"status": "rendering", "worker": self.name})
             pipe.execute()
         try:
             self.runtime.handle(job)

@@ -1,7 +1,7 @@
 """Hand jobs to the workers and wait for their results without blocking the event loop.
 
-A job whose client waits is pushed as JSON onto `SYNC_QUEUE_KEY` (one Redis command, with the room
-check); async jobs go through RQ, whose records and retries they need. Each API process subscribes
+A job whose client waits is pushed as JSON onto `SYNC_QUEUE_KEY` (one Redis script, with the room
+check and its record); async jobs go through RQ, whose records and retries they need. Each API process subscribes
 once to its own reply channel; a waiting request is just a future in `_waiters`, so hundreds can
 wait at once on one Redis connection. A periodic check of the result key covers a notification lost
 while the subscription was reconnecting.
