@@ -84,14 +84,20 @@ DISABLED_FEATURES = [
     # shows that kept about 120 MB (measured with Chromium 156).
     "WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup",
 ]
+# Without its sandbox (`--no-sandbox`), Chromium's zygotes (two processes that only fork renderers) and a
+# network service process of its own isolate nothing: the network service runs in the browser process and
+# renderers are started directly. Measured with Chromium 156 under load: about 140 MB less RSS summed over
+# the worker's processes (25 MB PSS), no slower. With the sandbox on, both stay as they are.
+UNSANDBOXED_ARGS = ["--no-sandbox", "--no-zygote", "--enable-features=NetworkServiceInProcess2"]
 FEATURE_SWITCHES = ("--disable-features=", "--enable-features=")
 
 
-def chromium_arguments(extra: list[str]) -> list[str]:
-    """CHROMIUM_ARGS, then `extra` (the operator's), with every feature list merged into one switch each."""
+def chromium_arguments(extra: list[str], *, sandbox: bool = True) -> list[str]:
+    """CHROMIUM_ARGS (and UNSANDBOXED_ARGS without the sandbox), then `extra` (the operator's), with every
+    feature list merged into one switch each."""
     features = {FEATURE_SWITCHES[0]: list(DISABLED_FEATURES), FEATURE_SWITCHES[1]: list(PLAYWRIGHT_ENABLED_FEATURES)}
     args = []
-    for arg in [*CHROMIUM_ARGS, *extra]:
+    for arg in [*CHROMIUM_ARGS, *([] if sandbox else UNSANDBOXED_ARGS), *extra]:
         switch = next((prefix for prefix in FEATURE_SWITCHES if arg.startswith(prefix)), None)
         if switch is None:
             args.append(arg)
@@ -190,13 +196,11 @@ class BrowserSupervisor:
         if self._playwright is None:
             os.environ.setdefault("NODE_OPTIONS", DRIVER_NODE_OPTIONS)  # the driver inherits the environment
             self._playwright = await async_playwright().start()
-        args = chromium_arguments(shlex.split(self._settings.chromium_args))
+        sandbox = sandboxed(self._settings.chromium_sandbox)
+        args = chromium_arguments(shlex.split(self._settings.chromium_args), sandbox=sandbox)
         if self._proxy_url is not None:
             # Everything through the egress proxy, loopback included (Chromium bypasses it by default).
             args += [f"--proxy-server={self._proxy_url}", "--proxy-bypass-list=<-loopback>"]
-        sandbox = sandboxed(self._settings.chromium_sandbox)
-        if not sandbox:
-            args.append("--no-sandbox")
         try:
             self._browser = await self._playwright.chromium.launch(
                 executable_path=chromium_binary(self._settings.chromium_path),

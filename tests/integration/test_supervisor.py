@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from render.options import parse_take_options
 from render.settings import RenderSettings
 from render.trust import TrustStoreError
 from tests.conftest import Org
+from tests.servers import process_tree
 from tests.site import Site
 from tests.tls import authority
 
@@ -119,3 +121,24 @@ def test_png_compression_changes_the_bytes_never_the_pixels() -> None:
     assert [(image.width, image.height) for image in images] == [(400, 300), (400, 300)]
     assert images[0].write_to_memory() == images[1].write_to_memory()
     assert len(small) < len(fast) * 0.8, (len(small), len(fast))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root Chromium runs without its sandbox (the case tested here)")
+def test_without_its_sandbox_chromium_runs_no_zygote_and_no_network_process() -> None:
+    """Unsandboxed, the zygotes and the network service's own process isolate nothing: renderers start
+    directly and the network service runs in the browser process (UNSANDBOXED_ARGS)."""
+    async def main() -> list[str]:
+        supervisor = BrowserSupervisor(RenderSettings())
+        before = set(process_tree(os.getpid()))  # other tests' services may be running too
+        try:
+            assert (await shoot(supervisor)).startswith(b"\x89PNG")  # the network service still serves
+            return [Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                    for pid in process_tree(os.getpid()) if pid not in before]
+        finally:
+            await supervisor.close()
+
+    commands = asyncio.run(main())
+    # A child sets its own title: its arguments are then one string, separated by spaces.
+    chromium = [command.replace("\0", " ").split() for command in commands if "chrom" in command.split()[0]]
+    kinds = sorted(next((arg for arg in command if arg.startswith("--type=")), "browser") for command in chromium)
+    assert kinds == ["--type=renderer", "browser"], kinds

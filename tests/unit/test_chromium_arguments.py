@@ -45,3 +45,13 @@ def test_playwrights_own_feature_lists_are_all_repeated() -> None:
     names = re.compile(r'"([A-Za-z0-9]+)"')
     assert set(names.findall(re.sub(r"//.*", "", disabled.group(1)))) <= set(PLAYWRIGHT_DISABLED_FEATURES)
     assert set(names.findall(re.sub(r"//.*", "", enabled.group(1)))) <= set(PLAYWRIGHT_ENABLED_FEATURES)
+
+
+def test_without_the_sandbox_no_zygotes_and_the_network_service_in_the_browser() -> None:
+    unsandboxed = chromium_arguments(["--enable-features=Foo"], sandbox=False)
+    assert {"--no-sandbox", "--no-zygote"} <= set(unsandboxed)
+    assert feature_lists(unsandboxed)["--enable-features"] == [*PLAYWRIGHT_ENABLED_FEATURES,
+                                                               "NetworkServiceInProcess2", "Foo"]
+    sandboxed = chromium_arguments([], sandbox=True)
+    assert not {"--no-sandbox", "--no-zygote"} & set(sandboxed)
+    assert "NetworkServiceInProcess2" not in feature_lists(sandboxed)["--enable-features"]
