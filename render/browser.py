@@ -39,6 +39,7 @@ FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window
 FORGET_AND_UNLOAD = ("() => { try { sessionStorage.clear(); } catch { /* an opaque origin has none */ } "
                      "window.name = ''; location.replace('about:blank'); }")
 CLOSE_TIMEOUT_SECONDS = 10
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 # Playwright's driver is a Node process; V8's default young generation (16 MB semi-spaces) made it about
 # 40 MB larger for no measurable speed. Only young garbage is bounded: the old generation must stay
@@ -89,15 +90,21 @@ DISABLED_FEATURES = [
 # renderers are started directly. Measured with Chromium 156 under load: about 140 MB less RSS summed over
 # the worker's processes (25 MB PSS), no slower. With the sandbox on, both stay as they are.
 UNSANDBOXED_ARGS = ["--no-sandbox", "--no-zygote", "--enable-features=NetworkServiceInProcess2"]
+# settings.chromium_low_memory. Smaller caches and a smaller JavaScript heap limit; the 4-bit tiles Chromium
+# uses on low-end phones need 512 MB of RAM or less, so captures stay the same pixel for pixel.
+LOW_MEMORY_ARGS = ["--enable-low-end-device-mode"]
 FEATURE_SWITCHES = ("--disable-features=", "--enable-features=")
+# Chromium frees its caches (decoded images, fonts, tiles, JavaScript garbage) on this signal.
+MEMORY_PRESSURE = ("Memory.simulatePressureNotification", {"level": "critical"})
 
 
-def chromium_arguments(extra: list[str], *, sandbox: bool = True) -> list[str]:
-    """CHROMIUM_ARGS (and UNSANDBOXED_ARGS without the sandbox), then `extra` (the operator's), with every
-    feature list merged into one switch each."""
+def chromium_arguments(extra: list[str], *, sandbox: bool = True, low_memory: bool = False) -> list[str]:
+    """CHROMIUM_ARGS (with UNSANDBOXED_ARGS without the sandbox, LOW_MEMORY_ARGS in low-memory mode), then
+    `extra` (the operator's), with every feature list merged into one switch each."""
     features = {FEATURE_SWITCHES[0]: list(DISABLED_FEATURES), FEATURE_SWITCHES[1]: list(PLAYWRIGHT_ENABLED_FEATURES)}
     args = []
-    for arg in [*CHROMIUM_ARGS, *([] if sandbox else UNSANDBOXED_ARGS), *extra]:
+    ours = [*CHROMIUM_ARGS, *([] if sandbox else UNSANDBOXED_ARGS), *(LOW_MEMORY_ARGS if low_memory else [])]
+    for arg in [*ours, *extra]:
         switch = next((prefix for prefix in FEATURE_SWITCHES if arg.startswith(prefix)), None)
         if switch is None:
             args.append(arg)
@@ -111,6 +118,15 @@ DEBIAN_BINARIES = {
     Path("/usr/bin/chromium"): Path("/usr/lib/chromium/chromium"),
     Path("/usr/bin/chromium-headless-shell"): Path("/usr/lib/chromium/chromium-headless-shell"),
 }
+
+
+def private_bytes(pid: int) -> int:
+    """Memory only `pid` holds (resident, not file-backed or shared), from /proc; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/statm").read_text().split()
+    except OSError:
+        return 0
+    return (int(fields[1]) - int(fields[2])) * PAGE_SIZE
 
 
 def sandboxed(setting: str) -> bool:
@@ -172,6 +188,8 @@ class BrowserSupervisor:
         self._closed = False
         self.restarts = 0
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
+        self.memory_reliefs = 0  # times Chromium was told to free its caches (settings.chromium_memory_mb)
+        self._browser_cdp: tuple[Browser, CDPSession] | None = None
         # Chromium's own home, holding the extra certificate authorities when some are configured.
         self._home: Path | None = None
         if settings.ca_certificates:
@@ -197,7 +215,8 @@ class BrowserSupervisor:
             os.environ.setdefault("NODE_OPTIONS", DRIVER_NODE_OPTIONS)  # the driver inherits the environment
             self._playwright = await async_playwright().start()
         sandbox = sandboxed(self._settings.chromium_sandbox)
-        args = chromium_arguments(shlex.split(self._settings.chromium_args), sandbox=sandbox)
+        args = chromium_arguments(shlex.split(self._settings.chromium_args), sandbox=sandbox,
+                                  low_memory=self._settings.chromium_low_memory)
         if self._proxy_url is not None:
             # Everything through the egress proxy, loopback included (Chromium bypasses it by default).
             args += [f"--proxy-server={self._proxy_url}", "--proxy-bypass-list=<-loopback>"]
@@ -312,6 +331,9 @@ class BrowserSupervisor:
         when due, and prepare a spare tab when one may serve."""
         self._jobs_since_start += 1
         restart_due = not healthy or self._jobs_since_start >= self._settings.jobs_per_browser
+        # Measured while the page is wiped (the answer takes a round trip to Chromium).
+        measuring = None if restart_due or not self._settings.chromium_memory_mb else asyncio.ensure_future(
+            self._private_memory())
         kept = (owner is not None and self._keeps(owner) and not restart_due
                 and await self._keep(tab, owner, origins))
         if not kept:
@@ -320,10 +342,39 @@ class BrowserSupervisor:
                 restart_due = True
         if restart_due:
             await self.restart()
+        if measuring is not None:
+            await self._relieve_memory(measuring, self._warm[1] if kept and self._warm else None)
         if self._spare_wanted():
             self.prepare()
         else:
             await self._discard_prepared()  # the kept context serves the next job
+
+    async def _browser_session(self) -> CDPSession:
+        """A CDP session with the running Chromium itself (not one of its pages); never starts one."""
+        browser = self._browser
+        if browser is None or not browser.is_connected():
+            raise RuntimeError("chromium is not running")
+        if self._browser_cdp is None or self._browser_cdp[0] is not browser:
+            self._browser_cdp = (browser, await browser.new_browser_cdp_session())
+        return self._browser_cdp[1]
+
+    async def _private_memory(self) -> int:
+        """Bytes of private memory Chromium's processes hold now."""
+        processes = await (await self._browser_session()).send("SystemInfo.getProcessInfo")
+        return sum(private_bytes(process["id"]) for process in processes["processInfo"])
+
+    async def _relieve_memory(self, measuring: asyncio.Future[int], kept: Tab | None) -> None:
+        """When the memory `measuring` found is over settings.chromium_memory_mb, have Chromium free its caches
+        and the kept page's renderer collect the job's JavaScript garbage (memory pressure alone leaves it)."""
+        try:
+            held = await measuring
+            if held > self._settings.chromium_memory_mb * 2**20:
+                await asyncio.gather((await self._browser_session()).send(*MEMORY_PRESSURE),
+                                     *([kept.cdp.send("HeapProfiler.collectGarbage")] if kept else []))
+                self.memory_reliefs += 1
+                log.debug("chromium held %d MiB of private memory; told to free it", held // 2**20)
+        except Exception:  # Chromium restarting or gone: the next job starts a new one anyway
+            log.debug("could not measure or relieve chromium's memory", exc_info=True)
 
     def release_soon(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
                      origins: Iterable[str] = ()) -> None:

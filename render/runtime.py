@@ -103,23 +103,22 @@ class WorkerRuntime:
         assert self.redis is not None
         connection = self.redis
 
-        reported_restarts = reported_reuses = 0
+        reported: dict[str, int] = {}  # the supervisor's counts already added to COUNTERS_KEY
 
         heartbeat_file = local_heartbeat_file()
 
         def beat() -> None:
-            nonlocal reported_restarts, reported_reuses
             heartbeat_file.touch()
-            restarts, reuses = self.supervisor.restarts, self.supervisor.reuses
+            counts = {"browser_restarts": self.supervisor.restarts, "contexts_reused": self.supervisor.reuses,
+                      "browser_memory_reliefs": self.supervisor.memory_reliefs}
             with connection.pipeline(transaction=False) as pipe:
                 pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)
                 pipe.zadd(WORKERS_SEEN_KEY, {self.name: time.time()})
-                if restarts > reported_restarts:
-                    pipe.hincrby(COUNTERS_KEY, "browser_restarts", restarts - reported_restarts)
-                if reuses > reported_reuses:
-                    pipe.hincrby(COUNTERS_KEY, "contexts_reused", reuses - reported_reuses)
+                for field, count in counts.items():
+                    if count > reported.get(field, 0):
+                        pipe.hincrby(COUNTERS_KEY, field, count - reported.get(field, 0))
                 pipe.execute()
-            reported_restarts, reported_reuses = restarts, reuses
+            reported.update(counts)
 
         while True:
             try:

@@ -25,6 +25,10 @@ class SharedCounters(Collector):
                                      "from the same organisation's previous job (wiped), all workers.")
         reused.add_metric([], self.snapshot.get("contexts_reused", 0))
         yield reused
+        reliefs = CounterMetricFamily("screenshot_browser_memory_reliefs", "Times Chromium was told to free its "
+                                      "caches after a job left it above SCREENSHOT_CHROMIUM_MEMORY_MB, all workers.")
+        reliefs.add_metric([], self.snapshot.get("browser_memory_reliefs", 0))
+        yield reliefs
         webhooks = CounterMetricFamily("screenshot_webhook_deliveries", "Webhook delivery attempts by outcome "
                                        "(delivered, failed_attempt, given_up).", labels=["outcome"])
         for outcome, field in (("delivered", "webhook_delivered"), ("failed_attempt", "webhook_failed_attempts"),

@@ -113,6 +113,10 @@ def _huge() -> bytes:
 MEMORY_BOMB = """<html><body>bomb<script>
 const hoard = []; setInterval(() => { for (let i = 0; i < 50; i++) hoard.push(new Array(1e6).fill(i)); }, 10);
 </script></body></html>"""
+# 120 MB of JavaScript arrays (15 of a million doubles), kept by the page until it is unloaded.
+BLOAT = """<html><body>bloat<script>
+window.hoard = Array.from({length: 15}, (_, i) => new Array(1e6).fill(i + 0.5));
+</script></body></html>"""
 NEVER_LOADS = """<html><body>loading forever<img src="/slow?ms=600000"></body></html>"""
 
 # State a page leaves in its browser context, for the tests of context reuse: the writer stores a cookie,
@@ -162,6 +166,7 @@ ROUTES: dict[str, Handler] = {
     "/loop": _loop,
     "/huge.html": lambda q: (200, "text/html", _huge()),
     "/memory-bomb.html": lambda q: _html(MEMORY_BOMB),
+    "/bloat.html": lambda q: _html(BLOAT),
     "/never-loads.html": lambda q: _html(NEVER_LOADS),
     "/gradient.html": lambda q: _html(GRADIENT),
     "/fading.html": lambda q: _html(FADING),

@@ -59,8 +59,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableRedis
 
 @pytest.fixture(scope="module")
 def isolated(store: RestartableRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    # Chromium told to free its memory after every job (a budget of 1 MiB): the relief must survive the faults.
     with running_service(store.url, tmp_path_factory.mktemp("faults-service"), workers=WORKERS, apis=2,
-                         SCREENSHOT_RESULT_WAIT_GRACE="2") as running:
+                         SCREENSHOT_RESULT_WAIT_GRACE="2", SCREENSHOT_CHROMIUM_MEMORY_MB="1") as running:
         yield running
 
 
@@ -190,6 +191,8 @@ def test_chromium_killed_mid_job_restarts_and_the_next_request_succeeds(
         for _ in range(2 * WORKERS):  # whichever worker takes them
             assert take(http, fresh_org, site.url("/colours.html")).status_code == 200
         wait_for(lambda: metric(http, "screenshot_browser_restarts_total") >= 1, 10, "the restart in /metrics")
+        wait_for(lambda: metric(http, "screenshot_browser_memory_reliefs_total") >= 2 * WORKERS - 1, 10,
+                 "the memory reliefs after the jobs in /metrics")
 
 
 def test_redis_down_is_temporary_unavailable_and_the_service_recovers(

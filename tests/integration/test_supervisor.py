@@ -129,11 +129,13 @@ def test_without_its_sandbox_chromium_runs_no_zygote_and_no_network_process() ->
     directly and the network service runs in the browser process (UNSANDBOXED_ARGS)."""
     async def main() -> list[str]:
         supervisor = BrowserSupervisor(RenderSettings())
-        before = set(process_tree(os.getpid()))  # other tests' services may be running too
         try:
             assert (await shoot(supervisor)).startswith(b"\x89PNG")  # the network service still serves
-            return [Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-                    for pid in process_tree(os.getpid()) if pid not in before]
+            tab = await supervisor.acquire("org")  # held open: its renderer is there (and no spare is made)
+            await tab.page.set_content(HTML)
+            processes = await (await supervisor._browser_session()).send("SystemInfo.getProcessInfo")
+            browser = next(process["id"] for process in processes["processInfo"] if process["type"] == "browser")
+            return [Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") for pid in process_tree(browser)]
         finally:
             await supervisor.close()
 
@@ -142,3 +144,61 @@ def test_without_its_sandbox_chromium_runs_no_zygote_and_no_network_process() ->
     chromium = [command.replace("\0", " ").split() for command in commands if "chrom" in command.split()[0]]
     kinds = sorted(next((arg for arg in command if arg.startswith("--type=")), "browser") for command in chromium)
     assert kinds == ["--type=renderer", "browser"], kinds
+
+
+def test_chromium_frees_what_a_job_left_when_over_its_memory_budget(site: Site) -> None:
+    """SCREENSHOT_CHROMIUM_MEMORY_MB: a page that held 120 MB of JavaScript arrays is unloaded; over the
+    budget, Chromium is told to free its caches and the kept page's renderer collects the garbage before the
+    next job. 0 never does, and the garbage stays."""
+    async def after_the_job(budget: int) -> tuple[int, int, int]:
+        supervisor = BrowserSupervisor(RenderSettings(chromium_memory_mb=budget))
+        try:
+            tab = await supervisor.acquire("org")
+            await tab.page.goto(site.url("/bloat.html"))
+            during = await supervisor._private_memory()
+            supervisor.release_soon(tab, owner="org", origins=[site.base])
+            tab = await supervisor.acquire("org")  # waits for the release (and the relief)
+            await asyncio.sleep(0.5)
+            after = await supervisor._private_memory()
+            supervisor.release_soon(tab, owner="org")
+            return during >> 20, after >> 20, supervisor.memory_reliefs
+        finally:
+            await supervisor.close()
+
+    during, after, reliefs = asyncio.run(after_the_job(1))
+    assert reliefs == 1 and after < during - 80, (during, after)
+    during, after, reliefs = asyncio.run(after_the_job(0))
+    assert reliefs == 0 and after > during - 20, (during, after)
+
+
+def test_low_memory_mode_caps_the_javascript_heap_and_keeps_every_pixel() -> None:
+    """SCREENSHOT_CHROMIUM_LOW_MEMORY (on by default): Chromium's low-end-device mode; the same capture, pixel
+    for pixel, of a page with text, a gradient and an image at device scale 2."""
+    import base64
+
+    import pyvips
+
+    photo = pyvips.Image.xyz(64, 48).bandsplit()[0].cast("uchar").bandjoin([pyvips.Image.black(64, 48) + 90,
+                                                                             pyvips.Image.xyz(64, 48)[1] * 5])
+    image = base64.b64encode(photo.cast("uchar").jpegsave_buffer(Q=80)).decode()
+    page = ("<html><body style='margin:0;height:100vh;background:linear-gradient(45deg,#a01040,#10a0f0)'>"
+            + "<p style='font:15px serif'>The quick brown fox jumps over the lazy dog.</p>" * 10
+            + f"<img src='data:image/jpeg;base64,{image}' style='width:200px'></body></html>")
+    options = parse_take_options({"html": page, "viewport_width": "600", "viewport_height": "400",
+                                  "device_scale_factor": "2"})
+
+    async def capture_with(low_memory: bool) -> tuple[bytes, float]:
+        supervisor = BrowserSupervisor(RenderSettings(chromium_low_memory=low_memory))
+        try:
+            tab = await supervisor.acquire()
+            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+            limit = await tab.page.evaluate("performance.memory.jsHeapSizeLimit")
+            return (await capture(options, tab, env, time.monotonic() + 30)).body, limit
+        finally:
+            await supervisor.close()
+
+    (low, low_limit), (normal, normal_limit) = (asyncio.run(capture_with(mode)) for mode in (True, False))
+    assert low_limit < 400e6 < 1e9 < normal_limit, (low_limit, normal_limit)
+    images = [pyvips.Image.new_from_buffer(body, "") for body in (low, normal)]
+    assert [(image.width, image.height) for image in images] == [(1200, 800), (1200, 800)]
+    assert images[0].write_to_memory() == images[1].write_to_memory()
