@@ -39,8 +39,8 @@ FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window
 FORGET_AND_UNLOAD = ("() => { try { sessionStorage.clear(); } catch { /* an opaque origin has none */ } "
                      "window.name = ''; location.replace('about:blank'); }")
 CLOSE_TIMEOUT_SECONDS = 10
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # Playwright's driver is a Node process; V8's default young generation (16 MB semi-spaces) made it about
 # 40 MB larger for no measurable speed. Only young garbage is bounded: the old generation must stay
 # free to hold a large screenshot on its way through.
@@ -94,7 +94,7 @@ UNSANDBOXED_ARGS = ["--no-sandbox", "--no-zygote", "--enable-features=NetworkSer
 # uses on low-end phones need 512 MB of RAM or less, so captures stay the same pixel for pixel.
 LOW_MEMORY_ARGS = ["--enable-low-end-device-mode"]
 FEATURE_SWITCHES = ("--disable-features=", "--enable-features=")
-# Chromium frees its caches (decoded images, fonts, tiles, JavaScript garbage) on this signal.
+# Chromium frees its caches (decoded images, fonts, tiles) on this signal; a page's JavaScript garbage stays.
 MEMORY_PRESSURE = ("Memory.simulatePressureNotification", {"level": "critical"})
 
 
