@@ -38,12 +38,11 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from render.browser import chromium_binary  # noqa: E402
+from render.browser import PAGE_SIZE, chromium_binary  # noqa: E402
 from render.settings import RenderSettings  # noqa: E402
 from service.organisations import OrganisationStore  # noqa: E402
 from service.settings import default_workers  # noqa: E402
 from tests.servers import (  # noqa: E402
-    PAGE_SIZE,
     memory_kib,
     process_tree,
     redis_server,

@@ -47,9 +47,9 @@ class RenderSettings(BaseSettings):
         "memory (they crash: internal_application_error).")
     chromium_memory_mb: int = Field(
         160, ge=0, description="After a job, when Chromium's private memory (summed over its processes) is above "
-        "this many MiB, the worker has Chromium free its caches (a memory-pressure signal, a few ms, in the "
-        "background) before the next job. Heavy pages leave 100-250 MB of caches that the next page rarely "
-        "needs. 0: never.")
+        "this many MiB, the worker has Chromium free its caches (a memory-pressure signal) and the kept page "
+        "collect the job's JavaScript garbage, in the background before the next job (a few ms). Heavy pages "
+        "leave 100-250 MB that the next page rarely needs. 0: never.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
     allowed_networks: str = Field(

@@ -24,6 +24,7 @@ import boto3
 import httpx
 import redis
 
+from render.browser import PAGE_SIZE
 from storage.s3 import S3Storage
 from tests.annoyance_pages import TLS_HOSTS
 from tests.tls import authority
@@ -97,7 +98,6 @@ def memory_kib(pid: int, field: str) -> int:
     return 0
 
 
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 PAGE_FRAME_MASK = (1 << 55) - 1  # bits 0-54 of a pagemap entry
 
 
