@@ -21,8 +21,9 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
 
@@ -62,6 +63,10 @@ CHROMIUM_ARGS = [
     # Software compositing in the browser process instead of a GPU process of its own (no GPU here): one
     # process and about 10 MB less.
     "--in-process-gpu",
+    # WebRTC sends UDP (STUN, TURN, media) straight from the renderer's sockets, around the egress proxy and
+    # so around the network policy. With this policy it uses only what goes through the proxy (TURN over a
+    # CONNECT tunnel, which the policy checks); measured: a page's STUN requests to loopback stopped.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ]
 # Playwright's own lists (its chromiumSwitches, version pinned in requirements.lock; a unit test checks they
 # are still complete). Playwright puts them on the command line first, so ours, last, must repeat them.
@@ -113,6 +118,23 @@ def chromium_arguments(extra: list[str], *, sandbox: bool = True, low_memory: bo
     return [*args, *(switch + ",".join(names) for switch, names in features.items())]
 
 
+# A kept context whose jobs reached more origins than this is closed rather than wiped origin by origin.
+MAX_HELD_ORIGINS = 200
+
+
+def _web_origin(url: str) -> str | None:
+    """`scheme://host[:port]` of an http(s) address (default ports left out), else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + ("" if port in (None, {"http": 80, "https": 443}[parts.scheme]) else f":{port}")
+
+
 # Debian's shell wrappers and the binaries they start.
 DEBIAN_BINARIES = {
     Path("/usr/bin/chromium"): Path("/usr/lib/chromium/chromium"),
@@ -159,6 +181,11 @@ class Tab:
     # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
     # listeners, extra headers): such a page is not reused for the next job.
     dirty: bool = False
+    # Every origin whose documents this context has held (what the egress proxy saw and what the frames
+    # showed, over all its jobs): all are wiped after each job, so state written to an origin without
+    # a connection of that job's (an inherited about:blank, say) is wiped too.
+    held_origins: set[str] = field(default_factory=set)
+    crashed: bool = False  # its renderer died (the page's "crash" event)
 
     async def close(self) -> bool:
         """Close the tab's context; False when it did not close in time (a hung renderer)."""
@@ -258,11 +285,14 @@ class BrowserSupervisor:
     async def _new_page(context: BrowserContext) -> Tab:
         page = await context.new_page()
         cdp = await context.new_cdp_session(page)
-        return Tab(context, page, cdp)
+        tab = Tab(context, page, cdp)
+        page.once("crash", lambda _page: setattr(tab, "crashed", True))
+        return tab
 
-    async def acquire(self, owner: str | None = None) -> Tab:
+    async def acquire(self, owner: str | None = None, *, blank: bool = False) -> Tab:
         """A clean tab at the default viewport: the page kept for `owner`, else the spare tab, else a new
-        one."""
+        one. `blank`: a page whose document has an opaque origin of its own (an html or markdown source is
+        written into it; a kept page's about:blank keeps the origin of the page it unloaded)."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             await asyncio.gather(releasing, return_exceptions=True)
@@ -270,7 +300,11 @@ class BrowserSupervisor:
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
             await self._discard_warm()
-        return await self._warm_tab(owner) or await self._fresh_tab(spare=not self._keeps(owner))
+        warm = await self._warm_tab(owner)
+        if warm is not None and blank:
+            await warm.page.close()
+            warm = replace(await self._new_page(warm.context), held_origins=warm.held_origins)
+        return warm or await self._fresh_tab(spare=not self._keeps(owner))
 
     def _keeps(self, owner: str | None) -> bool:
         """Whether `owner`'s job runs on a page kept for its next job."""
@@ -334,7 +368,7 @@ class BrowserSupervisor:
         # Measured while the page is wiped (the answer takes a round trip to Chromium).
         measuring = None if restart_due or not self._settings.chromium_memory_mb else asyncio.ensure_future(
             self._private_memory())
-        kept = (owner is not None and self._keeps(owner) and not restart_due
+        kept = (owner is not None and self._keeps(owner) and not restart_due and not tab.crashed
                 and await self._keep(tab, owner, origins))
         if not kept:
             if not await tab.close():
@@ -385,6 +419,10 @@ class BrowserSupervisor:
         """Unload the job's page (or replace it, when the job changed its settings), wipe what the job left
         in the context (cookies, storage and cache of every origin it reached, permissions) and keep the
         page for `owner`. False when that fails (the caller then closes the context)."""
+        held = tab.held_origins | set(origins) | {origin for frame in tab.page.frames
+                                                  if (origin := _web_origin(frame.url))}
+        if len(held) > MAX_HELD_ORIGINS:
+            return False  # a new context holds nothing, and costs less than wiping them all every job
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
                 for other in tab.context.pages:
@@ -400,10 +438,11 @@ class BrowserSupervisor:
                 if tab.dirty:
                     await tab.page.close()
                     kept = await self._new_page(tab.context)
+                kept.held_origins = held
                 # Independent of one another: sent together.
                 await asyncio.gather(
                     *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
-                      for origin in sorted(origins)),
+                      for origin in sorted(held)),
                     kept.cdp.send("Network.clearBrowserCache"), tab.context.clear_cookies(),
                     tab.context.clear_permissions())
         except Exception:

@@ -105,6 +105,7 @@ async def capture_variants(variants: list[TakeOptions], tab: Tab, env: Environme
 async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> LoadedPage:
     """Everything before the output: policy checks, emulation, loading, blocking, preparation, checks."""
     check_gpu(options)
+    options = request_context.without_url_credentials(options)
     if env.egress is not None:
         env.egress.begin_job(await _upstream(options, env.policy))
     # Fetched first: a watermark that cannot be had fails the job before any rendering.

@@ -1,11 +1,16 @@
 """The egress proxy: every connection the browser makes goes through it (DESIGN §5).
 
 Chromium is started with `--proxy-server` pointing here and `--proxy-bypass-list=<-loopback>` (without
-it Chromium would connect to loopback directly). For each CONNECT tunnel (HTTPS, WebSockets) or
+it Chromium would connect to loopback directly). For each CONNECT tunnel (HTTPS, WebSockets) and each
 plain-HTTP request the proxy resolves the host itself, checks every answer against the policy, and
 connects to the address it checked, so nothing can swap the address in between (DNS rebinding).
-Plain-HTTP requests are forwarded one per connection (`Connection: close`), so a kept-alive proxy
-connection can never carry a later request to another host past the check.
+
+Plain HTTP is parsed both ways (h11), request by request: a kept-alive or pipelining client connection
+is served one request at a time, each checked, recorded and sent on a connection of its own to its own
+host, so no request can ride on a connection opened for another. A connection belongs to the job that
+was running when it was opened: `begin_job` closes every connection of the previous job, so nothing
+Chromium keeps open (a TLS tunnel, a kept-alive socket) carries one job's traffic past the next job's
+bookkeeping or through the previous job's upstream proxy.
 """
 
 from __future__ import annotations
@@ -15,17 +20,27 @@ import base64
 import contextlib
 import logging
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
+
+import h11
 
 from render.errors import NameNotResolved
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_SECONDS = 15
-HEADER_LIMIT_BYTES = 64 * 1024
+HEADER_LIMIT_BYTES = 64 * 1024  # a request's head (Chromium's own requests stay far below)
+RESPONSE_HEADER_LIMIT_BYTES = 256 * 1024  # a response's head: Chromium's own limit
+HEAD_TIMEOUT_SECONDS = 15  # from a request's first byte to its last header: slow clients are dropped
+IDLE_TIMEOUT_SECONDS = 60  # a kept-alive client connection with no request
+READ_SIZE = 64 * 1024
 REFUSED_HEADER = "x-screenshot-egress"
-_HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+# Headers for this hop only, never forwarded (RFC 9110 §7.6.1), and Expect (the body is sent at once).
+_HOP_BY_HOP = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive", b"te", b"trailer",
+               b"upgrade", b"expect", b"proxy-authenticate"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,23 @@ class Refusal:
     kind: str = "policy"  # policy (refused by the network policy), unresolved or unreachable
 
 
+@dataclass
+class JobTraffic:
+    """What one job's connections did: its upstream, the origins reached and the refusals."""
+
+    upstream: Upstream | None = None
+    origins: set[str] = field(default_factory=set)  # to wipe afterwards
+    refusals: list[Refusal] = field(default_factory=list)
+
+
+class ProtocolViolation(Exception):
+    """A peer broke HTTP/1.1 or a limit; the connection is answered (if it can be) and closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def _origin(scheme: str, host: str, port: str) -> str:
     """`scheme://host[:port]` as browsers write origins (default ports left out, IPv6 in brackets)."""
     default = {"https": "443", "http": "80"}[scheme]
@@ -69,21 +101,32 @@ class EgressProxy:
 
     def __init__(self, policy: NetworkPolicy) -> None:
         self.policy = policy
-        self.refusals: list[Refusal] = []  # since the current job started (jobs run one at a time)
-        self.upstream: Upstream | None = None  # the current job's upstream proxy
-        self.origins: set[str] = set()  # origins the current job's browser connected to (to wipe afterwards)
+        self._job = JobTraffic()
         self._server: asyncio.Server | None = None
-        # asyncio holds a connection's task only weakly: an idle one (a kept-alive tunnel waiting on both
-        # sides) could be garbage-collected mid-await, its `finally` then failing with "coroutine ignored
-        # GeneratorExit". Held here until they end.
-        self._connections: set[asyncio.Task[None]] = set()
+        # Open client connections and the job each belongs to. asyncio holds a connection's task only
+        # weakly: an idle one could be garbage-collected mid-await; held here until it ends.
+        self._connections: dict[asyncio.Task[None], JobTraffic] = {}
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        """Connections the current job's browser was refused."""
+        return self._job.refusals
+
+    @property
+    def origins(self) -> set[str]:
+        """Origins the current job's browser connected to."""
+        return self._job.origins
+
+    @property
+    def upstream(self) -> Upstream | None:
+        return self._job.upstream
 
     def begin_job(self, upstream: Upstream | None) -> None:
-        """A new job starts: its own refusals and upstream. Connections still open from the previous
-        job (a slow DNS answer, say) report nothing into this one."""
-        self.refusals = []  # a new list: open connections keep appending to the one they started with
-        self.origins = set()
-        self.upstream = upstream
+        """A new job starts with its own upstream and bookkeeping; every connection still open from
+        the previous job is closed (Chromium opens new ones, which this job then checks and records)."""
+        for connection in list(self._connections):
+            connection.cancel()
+        self._job = JobTraffic(upstream)
 
     @property
     def url(self) -> str:
@@ -91,7 +134,7 @@ class EgressProxy:
         return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEADER_LIMIT_BYTES)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -104,96 +147,283 @@ class EgressProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
+        job = self._job
+        self._connections[task] = job
+        task.add_done_callback(lambda done: self._connections.pop(done, None))
         try:
-            await self._handle(reader, writer, self.refusals, self.upstream, self.origins)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            await _ClientConnection(self.policy, job, reader, writer).serve()
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, asyncio.CancelledError):
             pass
         except Exception:
             log.exception("egress proxy failure")
         finally:
             writer.close()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refusals: list[Refusal],
-                      chain: Upstream | None, origins: set[str]) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        request_line, *header_lines = head.decode("latin-1").split("\r\n")
-        method, target, _version = request_line.split(" ", 2)
-        if method == "CONNECT":
-            host, _, port = target.rpartition(":")
-            path = ""
-        else:
-            parts = urlsplit(target)
-            if parts.scheme != "http" or not parts.hostname:
-                await _answer(writer, 400, "only absolute http:// requests and CONNECT are proxied")
+
+class _ClientConnection:
+    """One connection from the browser: CONNECT tunnels and plain-HTTP requests, each one checked."""
+
+    def __init__(self, policy: NetworkPolicy, job: JobTraffic, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.policy = policy
+        self.job = job
+        self.reader = reader
+        self.writer = writer
+        self.http = h11.Connection(h11.SERVER, max_incomplete_event_size=HEADER_LIMIT_BYTES)
+
+    async def serve(self) -> None:
+        """Requests one after another (pipelined ones wait their turn) until either side is done."""
+        while True:
+            try:
+                request = await self._next_request()
+            except ProtocolViolation as violation:
+                if self.http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await self._answer(violation.status, str(violation))
                 return
-            host, port = parts.hostname, str(parts.port or 80)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if method == "CONNECT":  # https, or a WebSocket (then the origin may be http's too)
-            origins.update({_origin("https", host, port), *([_origin("http", host, port)] if port != "443" else [])})
-        else:
-            origins.add(_origin("http", host, port))
+            if request is None:
+                return
+            if request.method == b"CONNECT":
+                await self._tunnel(request)
+                return
+            try:
+                if not await self._forward(request):
+                    return
+            except ProtocolViolation as violation:
+                await self._answer(violation.status, str(violation))
+                return
+            if self.http.our_state is not h11.DONE or self.http.their_state is not h11.DONE:
+                return
+            self.http.start_next_cycle()
+
+    async def _next_request(self) -> h11.Request | None:
+        """The next request's head, or None when the client closed; a slow or broken one is a violation."""
+        deadline: float | None = None  # set by the request's first byte
+        while True:
+            try:
+                event = self.http.next_event()
+            except h11.RemoteProtocolError as error:
+                raise ProtocolViolation(error.error_status_hint, f"malformed request: {error}") from None
+            if isinstance(event, h11.Request):
+                # h11 bounds only a head that is still arriving; one that came whole is bounded here.
+                size = len(event.target) + sum(len(name) + len(value) + 4 for name, value in event.headers)
+                if size > HEADER_LIMIT_BYTES:
+                    raise ProtocolViolation(431, f"the request head is over {HEADER_LIMIT_BYTES} bytes")
+                return event
+            if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+                return None
+            if event is not h11.NEED_DATA:
+                raise ProtocolViolation(400, "expected a request")
+            wait = IDLE_TIMEOUT_SECONDS if deadline is None else deadline - time.monotonic()
+            try:
+                data = await asyncio.wait_for(self.reader.read(READ_SIZE), max(0.0, wait))
+            except TimeoutError:
+                if deadline is None:
+                    return None  # idle: closed quietly, the browser opens another when it needs one
+                raise ProtocolViolation(408, f"the request head took over {HEAD_TIMEOUT_SECONDS} s") from None
+            if deadline is None and data:
+                deadline = time.monotonic() + HEAD_TIMEOUT_SECONDS
+            self.http.receive_data(data)
+
+    async def _checked_address(self, host: str) -> str | None:
+        """The address the policy allows for `host`, or None once the refusal is answered and recorded."""
         try:
-            address = await self.policy.checked_address(host)
+            return str(await self.policy.checked_address(host))
         except AddressNotAllowed as refused:
-            refusals.append(Refusal(host, str(refused)))
+            self.job.refusals.append(Refusal(host, str(refused)))
             log.info("egress refused: %s", refused)
-            await _answer(writer, 403, str(refused), marker="refused")
-            return
+            await self._answer(403, str(refused), marker="refused")
         except NameNotResolved as error:
-            refusals.append(Refusal(host, error.message, kind="unresolved"))
-            await _answer(writer, 502, error.message, marker="unresolved")
-            return
-        connect_to = (chain.address, chain.port) if chain else (str(address), int(port))
+            self.job.refusals.append(Refusal(host, error.message, kind="unresolved"))
+            await self._answer(502, error.message, marker="unresolved")
+        return None
+
+    async def _open(self, host: str, port: str,
+                    address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the checked address (or the job's upstream proxy), or None once answered."""
+        chain = self.job.upstream
+        connect_to = (chain.address, chain.port) if chain else (address, int(port))
         try:
-            upstream_reader, upstream_writer = await asyncio.wait_for(
-                asyncio.open_connection(*connect_to), CONNECT_TIMEOUT_SECONDS)
+            return await asyncio.wait_for(asyncio.open_connection(*connect_to), CONNECT_TIMEOUT_SECONDS)
         except (OSError, TimeoutError) as error:
             errno = getattr(error, "errno", None)
             reason = f"cannot connect to {host}:{port} ({os.strerror(errno) if errno else 'timed out'})"
-            refusals.append(Refusal(host, reason, kind="unreachable"))
-            await _answer(writer, 502, reason, marker="unreachable")
+            self.job.refusals.append(Refusal(host, reason, kind="unreachable"))
+            await self._answer(502, reason, marker="unreachable")
+            return None
+
+    async def _tunnel(self, request: h11.Request) -> None:
+        """CONNECT host:port (https, or a WebSocket): checked, recorded, then bytes both ways."""
+        host, _, port = request.target.decode("latin-1").rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit():
+            await self._answer(400, "CONNECT needs host:port")
             return
-        proxy_auth = [f"Proxy-Authorization: {chain.authorization}"] if chain and chain.authorization else []
+        self.job.origins.add(_origin("https", host, port))
+        if port != "443":  # a WebSocket's page may be plain http
+            self.job.origins.add(_origin("http", host, port))
+        address = await self._checked_address(host)
+        if address is None:
+            return
+        opened = await self._open(host, port, address)
+        if opened is None:
+            return
+        upstream_reader, upstream_writer = opened
         try:
-            if method == "CONNECT":
-                if chain is not None:
-                    upstream_writer.write("\r\n".join([f"CONNECT {host}:{port} HTTP/1.1", f"Host: {host}:{port}",
-                                                        *proxy_auth, "", ""]).encode("latin-1"))
-                    answer = await asyncio.wait_for(upstream_reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT_SECONDS)
-                    status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
-                    if status_line.split(" ")[1:2] != ["200"]:
-                        await _answer(writer, 502, f"the upstream proxy refused the tunnel: {status_line}",
-                                      marker="unreachable")
-                        return
-                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            else:
-                kept = [line for line in header_lines if line and line.split(":", 1)[0].strip().lower()
-                        not in _HOP_BY_HOP]
-                # Through an upstream proxy the request keeps its absolute form.
-                request_target = target if chain is not None else path
-                upstream_writer.write(f"{method} {request_target} HTTP/1.1\r\n".encode("latin-1"))
-                upstream_writer.write(("\r\n".join([*kept, *proxy_auth, "Connection: close"]) + "\r\n\r\n"
-                                       ).encode("latin-1"))
-            await _pipe_both(reader, writer, upstream_reader, upstream_writer)
+            chain = self.job.upstream
+            if chain is not None:
+                proxy_auth = [f"Proxy-Authorization: {chain.authorization}"] if chain.authorization else []
+                upstream_writer.write("\r\n".join([f"CONNECT {host}:{port} HTTP/1.1", f"Host: {host}:{port}",
+                                                    *proxy_auth, "", ""]).encode("latin-1"))
+                answer = await asyncio.wait_for(upstream_reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT_SECONDS)
+                status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
+                if status_line.split(" ")[1:2] != ["200"]:
+                    await self._answer(502, f"the upstream proxy refused the tunnel: {status_line}",
+                                       marker="unreachable")
+                    return
+            established = h11.Response(status_code=200, headers=[], reason=b"Connection Established")
+            self.writer.write(self.http.send(established))
+            # Bytes the client sent after its CONNECT head already belong to the tunnel.
+            early, _closed = self.http.trailing_data
+            if early:
+                upstream_writer.write(early)
+            await _pipe_both(self.reader, self.writer, upstream_reader, upstream_writer)
         finally:
             upstream_writer.close()
 
+    async def _forward(self, request: h11.Request) -> bool:
+        """One plain-HTTP request to its own host on a connection of its own; True when the client
+        connection may carry another request."""
+        target = request.target.decode("latin-1")
+        parts = urlsplit(target)
+        try:
+            port = str(parts.port or 80)
+        except ValueError:
+            port = ""
+        if parts.scheme != "http" or not parts.hostname or not port:
+            await self._answer(400, "only absolute http:// requests and CONNECT are proxied")
+            return False
+        if any(name == b"upgrade" for name, _ in request.headers):
+            await self._answer(400, "protocol upgrades go through CONNECT")
+            return False
+        host = parts.hostname
+        self.job.origins.add(_origin("http", host, port))
+        address = await self._checked_address(host)
+        if address is None:
+            return False
+        opened = await self._open(host, port, address)
+        if opened is None:
+            return False
+        upstream_reader, upstream_writer = opened
+        try:
+            return await _Exchange(self, request, upstream_reader, upstream_writer).run()
+        finally:
+            upstream_writer.close()
 
-async def _answer(writer: asyncio.StreamWriter, status: int, message: str, *, marker: str = "") -> None:
-    """The egress's own answer; `marker` (refused, unresolved, unreachable) tells it from the target's."""
-    body = message.encode()
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    extra = f"{REFUSED_HEADER}: {marker}\r\n" if marker else ""
-    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-                 f"{extra}Connection: close\r\n\r\n".encode() + body)
-    await writer.drain()
+    async def _answer(self, status: int, message: str, *, marker: str = "") -> None:
+        """The egress's own answer, closing the connection; `marker` (refused, unresolved, unreachable)
+        tells it from the target's."""
+        if self.http.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return  # a response is under way: the connection is simply closed
+        body = message.encode()
+        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close"), *([(REFUSED_HEADER.encode(), marker.encode())] if marker else [])]
+        try:
+            self.writer.write(self.http.send(h11.Response(status_code=status, headers=headers)))
+            self.writer.write(self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage()))
+        except h11.LocalProtocolError:  # e.g. a HEAD request: no body may follow
+            pass
+        with contextlib.suppress(ConnectionError):
+            await self.writer.drain()
+
+
+class _Exchange:
+    """One request forwarded and its response relayed, both parsed, so each ends where HTTP says."""
+
+    def __init__(self, client: _ClientConnection, request: h11.Request, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.request = request
+        self.reader = reader
+        self.writer = writer
+        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=RESPONSE_HEADER_LIMIT_BYTES)
+
+    async def run(self) -> bool:
+        chain = self.client.job.upstream
+        parts = urlsplit(self.request.target.decode("latin-1"))
+        # Through an upstream proxy the request keeps its absolute form.
+        target = self.request.target if chain is not None else ((parts.path or "/") + (
+            f"?{parts.query}" if parts.query else "")).encode("latin-1")
+        headers = _forwarded(self.request.headers)
+        if chain is not None and chain.authorization:
+            headers.append((b"proxy-authorization", chain.authorization.encode("latin-1")))
+        headers.append((b"connection", b"close"))
+        self.writer.write(self.http.send(h11.Request(method=self.request.method, target=target, headers=headers)))
+        await self._send_body()
+        return await self._relay_response()
+
+    async def _send_body(self) -> None:
+        """The request's body, as the client sends it, until its end."""
+        client = self.client
+        while True:
+            try:
+                event = client.http.next_event()
+            except h11.RemoteProtocolError as error:
+                raise ProtocolViolation(400, f"malformed request body: {error}") from None
+            if event is h11.NEED_DATA:
+                data = await asyncio.wait_for(client.reader.read(READ_SIZE), IDLE_TIMEOUT_SECONDS)
+                client.http.receive_data(data)
+                continue
+            if isinstance(event, h11.Data):
+                self.writer.write(self.http.send(event))
+                await self.writer.drain()
+            elif isinstance(event, h11.EndOfMessage):
+                self.writer.write(self.http.send(h11.EndOfMessage()))
+                await self.writer.drain()
+                return
+            else:  # the client closed mid-body
+                raise ConnectionError("the client closed during its request body")
+
+    async def _relay_response(self) -> bool:
+        """The target's response, event by event, framed anew for the client; False when the client
+        connection must close (the response could not be completed)."""
+        client = self.client
+        while True:
+            try:
+                event = self.http.next_event()
+            except h11.RemoteProtocolError:
+                await client._answer(502, "the target's response is not valid HTTP", marker="unreachable")
+                return False
+            if event is h11.NEED_DATA:
+                # No time limit: a slow target is the page's to wait for, within the job's own timeout
+                # (the next job closes whatever is left).
+                self.http.receive_data(await self.reader.read(READ_SIZE))
+                continue
+            if isinstance(event, h11.InformationalResponse | h11.Response):
+                kind = type(event)
+                client.writer.write(client.http.send(kind(status_code=event.status_code,
+                                                          headers=_forwarded(event.headers), reason=event.reason)))
+            elif isinstance(event, h11.Data):
+                client.writer.write(client.http.send(event))
+                await client.writer.drain()
+            elif isinstance(event, h11.EndOfMessage):
+                client.writer.write(client.http.send(h11.EndOfMessage()))
+                await client.writer.drain()
+                return True
+            else:  # closed before its end
+                return False
+
+
+def _forwarded(headers: Any) -> list[tuple[bytes, bytes]]:
+    """A message's end-to-end headers as they were written; with Transfer-Encoding, Content-Length goes (h11
+    frames the body anew either way)."""
+    names = {name for name, _ in headers}
+    dropped = _HOP_BY_HOP | ({b"content-length"} if b"transfer-encoding" in names else set())
+    return [(raw, value) for raw, value in headers.raw_items() if raw.lower() not in dropped]
 
 
 async def _copy(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
     try:
-        while chunk := await source.read(64 * 1024):
+        while chunk := await source.read(READ_SIZE):
             target.write(chunk)
             await target.drain()
     finally:

@@ -82,6 +82,18 @@ class InternalError(ServiceError):
         super().__init__(message, *args, **kwargs)
 
 
+class PageCrashed(InternalError):
+    """The page's renderer crashed: the page's doing (most often it ran out of memory), not the service's."""
+
+    report = False
+
+    def __init__(self, what: str = "the page") -> None:
+        super().__init__(
+            f"The browser tab crashed while capturing {what}: the page ran out of memory or made Chromium's "
+            "renderer fail. Retrying will most likely crash again; a page that needs more JavaScript memory "
+            "than about 290 MB can be captured where the operator sets SCREENSHOT_CHROMIUM_LOW_MEMORY=false.")
+
+
 
 
 

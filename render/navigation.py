@@ -13,7 +13,14 @@ from playwright.async_api import Page, Request, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from render.documents import markdown_to_html
-from render.errors import CaptureTimeout, HostReturnedError, NameNotResolved, NetworkError, ServiceError
+from render.errors import (
+    CaptureTimeout,
+    HostReturnedError,
+    NameNotResolved,
+    NetworkError,
+    PageCrashed,
+    ServiceError,
+)
 from render.options import TakeOptions
 
 NETWORK_QUIET_SECONDS = 0.5
@@ -89,6 +96,8 @@ def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> 
     if isinstance(error, PlaywrightTimeoutError):
         return CaptureTimeout(
             f"{what} did not finish loading within navigation_timeout ({options.navigation_timeout} s).")
+    if "crashed" in error.message.lower():  # "Page crashed", "Target crashed"
+        return PageCrashed(what)
     if "Download is starting" in error.message:
         return NetworkError(f"{what} is a file download, not a page: downloads are refused.")
     match = _NET_ERROR.search(error.message)

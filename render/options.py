@@ -76,6 +76,15 @@ CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
 VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens"})
 _CSS_LENGTH = re.compile(r"^\s*\d+(\.\d+)?\s*(px|in|cm|mm)?\s*$", re.IGNORECASE)
+# What a header value may hold here: visible ASCII, spaces and tabs. No line breaks or other control
+# characters (they would split or end the header), nor bytes Chromium or the API cannot send.
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_safe(value: str) -> bool:
+    """Whether `value` can be sent as an HTTP header value as it is."""
+    return bool(_HEADER_VALUE.match(value))
 
 
 @functools.cache
@@ -310,7 +319,19 @@ class TakeOptions(BaseModel):
         parts = urlsplit(value.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if _CONTROL.search(value.strip()):
+            raise ValueError("must not contain line breaks or other control characters")
         return value.strip()
+
+    @field_validator("external_identifier", "user_agent", "authorization")
+    @classmethod
+    def _header_value(cls, value: str | None) -> str | None:
+        # Each is sent as an HTTP header (echoed to the caller, or sent to the target): refused here,
+        # before anything is charged or run, rather than failing halfway.
+        if value is not None and not header_safe(value):
+            raise ValueError("must be visible ASCII characters, spaces or tabs only (it is sent as an HTTP "
+                             "header; percent-encode anything else)")
+        return value
 
     @field_validator("wait_for_selector")
     @classmethod

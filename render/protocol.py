@@ -102,6 +102,8 @@ class JobRequest:
     # page is loaded once with `options` and every variant's output derived from it.
     variants: list[dict[str, Any]] | None = None
     kind: str = "take"  # the options model and routine: "take", or "animate" (registered by the worker command)
+    # The caller's credentials for the target, taken out of `options` and sealed (render.sealing).
+    sealed: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

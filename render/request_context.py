@@ -1,37 +1,106 @@
-"""What the capture sends to the target: extra headers, cookies and an Authorization header."""
+"""What the capture sends to the target: the caller's headers, cookies and Authorization.
+
+The caller's `headers` and `authorization` are meant for the target, so they go only to the url's origin
+(with an html or markdown source, which has none, to every request the page makes). No redirect to
+another origin carries them, as browsers and HTTP clients do for Authorization: Playwright's
+`route.continue_(headers=...)` would (it re-applies them to every hop of a redirect and its handler never
+sees the hop), so they are set over a CDP session of the service's own, whose `Fetch.requestPaused` comes
+for every hop, and each hop gets them or loses them by its own origin.
+
+Credentials in the url (`http://user:password@host/`) are sent the same way, as HTTP Basic, and the
+address loaded has none: Chromium would otherwise keep them in its HTTP auth cache, which no CDP command
+clears, and send them in the organisation's next job on the same kept context.
+"""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
-from playwright.async_api import Route
+import asyncio
+import base64
+import logging
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from render.browser import Tab
 from render.options import TakeOptions
 from render.request_params import parse_cookie, parse_headers
 
+log = logging.getLogger(__name__)
+Origin = tuple[str, str, int | None]
 
-def _origin(url: str) -> tuple[str, str, int | None]:
+
+def _origin(url: str) -> Origin:
     parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port if parts.port != default else None
+
+
+def without_url_credentials(options: TakeOptions) -> TakeOptions:
+    """`options` with the url's user and password moved to `authorization` as HTTP Basic (an explicit
+    `authorization` wins)."""
+    if options.url is None:
+        return options
+    parts = urlsplit(options.url)
+    if parts.username is None and parts.password is None:
+        return options
+    netloc = parts.netloc.rpartition("@")[2]
+    credentials = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    basic = "Basic " + base64.b64encode(credentials.encode()).decode()
+    return options.model_copy(update={"url": urlunsplit(parts._replace(netloc=netloc)),
+                                      "authorization": options.authorization or basic})
+
+
+class TargetHeaders:
+    """Adds the caller's headers to the requests meant for the target, hop by hop."""
+
+    def __init__(self, tab: Tab, headers: dict[str, str], target: Origin | None) -> None:
+        self._tab = tab
+        self._headers = headers
+        self._names = {name.lower() for name in headers}
+        self._target = target
+        self._chains: dict[str, Origin] = {}  # network id -> origin of its first hop (html sources)
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def attach(self) -> None:
+        self._tab.cdp.on("Fetch.requestPaused", self._paused)
+        await self._tab.cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+
+    def _meant_for(self, url: str, network_id: str | None) -> bool:
+        origin = _origin(url)
+        if self._target is not None:
+            return origin == self._target
+        first = self._chains.setdefault(network_id or url, origin)  # the page chose the first hop
+        return origin == first
+
+    def _paused(self, event: dict[str, Any]) -> None:
+        task = asyncio.ensure_future(self._continue(event))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _continue(self, event: dict[str, Any]) -> None:
+        request = event["request"]
+        # What an earlier hop was given is taken back (only our values: the page's own headers stay).
+        headers = {name: value for name, value in request["headers"].items()
+                   if not (name.lower() in self._names and value in self._headers.values())}
+        if self._meant_for(request["url"], event.get("networkId")):
+            headers.update(self._headers)
+        try:
+            await self._tab.cdp.send("Fetch.continueRequest", {
+                "requestId": event["requestId"],
+                "headers": [{"name": name, "value": value} for name, value in headers.items()]})
+        except Exception:  # the request was cancelled, or its page closed, meanwhile
+            log.debug("could not continue a request", exc_info=True)
 
 
 async def apply(tab: Tab, options: TakeOptions) -> None:
-    """Headers for every request, cookies in the context, Authorization only to the target's origin."""
+    """Cookies in the context; headers and Authorization to the target's origin only (no url: to every
+    request the page makes), never across a redirect to another origin."""
     headers = parse_headers(options.headers)
-    if headers or options.authorization is not None:
-        tab.dirty = True  # page-level headers and routes
-    if headers:
-        await tab.page.set_extra_http_headers(headers)
+    if options.authorization is not None and options.url is not None:
+        headers = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+        headers["Authorization"] = options.authorization
     if options.cookies:
         await tab.context.add_cookies([parse_cookie(raw, options.url, i)  # type: ignore[misc]
                                        for i, raw in enumerate(options.cookies)])
-    if options.authorization is not None and options.url is not None:
-        target = _origin(options.url)
-        value = options.authorization
-
-        async def add_authorization(route: Route) -> None:
-            await route.continue_(headers={**route.request.headers, "authorization": value})
-
-        # Interception only for the target's own origin: third parties never see the credential.
-        await tab.page.route(lambda url: _origin(url) == target, add_authorization)
+    if headers:
+        tab.dirty = True  # request interception on the page
+        await TargetHeaders(tab, headers, _origin(options.url) if options.url else None).attach()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter, RequestNotValid
-from render.options import TakeOptions
+from render.options import TakeOptions, header_safe
 from render.settings import configured_proxies
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -18,16 +19,21 @@ _SAME_SITE = {"strict": "Strict", "lax": "Lax", "none": "None"}
 
 
 def parse_headers(values: list[str]) -> dict[str, str]:
-    """`Name:Value` strings to a header dict, or `invalid_header_parameter` naming the bad one."""
+    """`Name:Value` strings to a header dict, or `invalid_header_parameter` naming the bad one (never
+    repeating it: a header may hold a secret)."""
     headers: dict[str, str] = {}
     for index, raw in enumerate(values):
         name, sep, value = raw.partition(":")
         name, value = name.strip(), value.strip()
-        if not sep or not _TOKEN.match(name) or "\r" in value or "\n" in value:
-            raise InvalidHeaderParameter(
-                f"headers[{index}] must be `Header-Name:Header-Value` with a valid header name: {raw!r}",
-                [ErrorDetail(f"headers.{index}", "expected Header-Name:Header-Value")])
-        headers[name] = value
+        if not sep or not _TOKEN.match(name):
+            why = "expected Header-Name:Header-Value with a valid header name"
+        elif not header_safe(value):
+            why = "the value may hold only visible ASCII characters, spaces and tabs"
+        else:
+            headers[name] = value
+            continue
+        raise InvalidHeaderParameter(f"headers[{index}] is not a valid header: {why}.",
+                                     [ErrorDetail(f"headers.{index}", why)])
     return headers
 
 
@@ -35,17 +41,19 @@ def parse_cookie(raw: str, target_url: str | None, index: int = 0) -> dict[str, 
     """`name=value; Domain=...; Path=...; Secure; HttpOnly; SameSite=...; Expires=...` to a Playwright
     cookie. Without Domain the cookie belongs to the target URL's host."""
 
-    def invalid(why: str) -> InvalidCookieParameter:
-        return InvalidCookieParameter(f"cookies[{index}] is not a valid cookie ({why}): {raw!r}",
+    def invalid(why: str) -> InvalidCookieParameter:  # never repeating the cookie: it may be a secret
+        return InvalidCookieParameter(f"cookies[{index}] is not a valid cookie: {why}.",
                                       [ErrorDetail(f"cookies.{index}", why)])
 
+    if not header_safe(raw):
+        raise invalid("it may hold only visible ASCII characters, spaces and tabs")
     parts = [part.strip() for part in raw.split(";")]
     name, sep, value = parts[0].partition("=")
     name = name.strip()
     if not sep or not name or not _TOKEN.match(name):
         raise invalid("it must start with name=value")
     cookie: dict[str, Any] = {"name": name, "value": value.strip()}
-    for attribute in parts[1:]:
+    for position, attribute in enumerate(parts[1:], start=1):
         if not attribute:
             continue
         key, _, attr_value = attribute.partition("=")
@@ -64,13 +72,18 @@ def parse_cookie(raw: str, target_url: str | None, index: int = 0) -> dict[str, 
         elif key in ("expires", "max-age") and attr_value:
             continue  # a capture lasts seconds: every cookie is a session cookie here
         else:
-            raise invalid(f"unknown or malformed attribute {attribute!r}")
-    if "domain" in cookie:
-        cookie.setdefault("path", "/")
-    elif target_url is not None:
-        cookie["url"] = target_url
-    else:
+            raise invalid(f"attribute {position} is unknown or malformed (known: Domain, Path, Secure, HttpOnly, "
+                          "SameSite, Expires, Max-Age)")
+    if "domain" not in cookie and target_url is not None:
+        if "path" not in cookie:
+            cookie["url"] = target_url  # Playwright derives the host, path and Secure from it
+            return cookie
+        target = urlsplit(target_url)
+        cookie["domain"] = target.hostname or ""
+        cookie.setdefault("secure", target.scheme == "https")
+    if "domain" not in cookie:
         raise invalid("without a url source it needs Domain=")
+    cookie.setdefault("path", "/")
     return cookie
 
 

@@ -18,12 +18,19 @@ from typing import Any, TypeVar
 
 import redis
 
-from render import imaging, vision
+from render import imaging, sealing, vision
 from render.blocking import FilterLists
 from render.browser import BrowserSupervisor, Tab
 from render.capture import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.egress import EgressProxy
-from render.errors import CaptureTimeout, InternalError, ServiceError, StorageAccessDenied
+from render.errors import (
+    CaptureTimeout,
+    InternalError,
+    PageCrashed,
+    RequestNotValid,
+    ServiceError,
+    StorageAccessDenied,
+)
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from render.options import TakeOptions
@@ -161,22 +168,24 @@ class WorkerRuntime:
                       work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
         deadline = monotonic_deadline(unix_deadline)
         started = time.monotonic()
-        tab = await self.supervisor.acquire(owner)
+        tab = await self.supervisor.acquire(owner, blank=options.url is None)
         self.last_acquire_seconds = time.monotonic() - started
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress, self.lists)
                 return await work(tab, env, deadline)
-        except TimeoutError:
-            raise _overran(options) from None
-        except ServiceError:
-            raise
-        except Exception:
-            healthy = tab.context.browser is not None and tab.context.browser.is_connected()
+        except Exception as error:
+            if tab.crashed:  # whatever step failed, and however, the page's renderer had died
+                raise PageCrashed(options.url or "the page") from None
+            if isinstance(error, TimeoutError):
+                raise _overran(options) from None
+            if not isinstance(error, ServiceError):
+                healthy = tab.context.browser is not None and tab.context.browser.is_connected()
             raise
         finally:
-            # Every origin the job's browser reached went through the egress: their storage is wiped.
+            # Every origin the job's browser reached went through the egress: their storage is wiped (with
+            # every origin the context held before).
             self.supervisor.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)
 
     def handle(self, job: JobRequest) -> JobResult:
@@ -192,7 +201,7 @@ class WorkerRuntime:
             return result
         try:
             model, work = self.kinds[job.kind]
-            options = model.model_validate(job.options)
+            options = model.model_validate({**job.options, **self._secrets(job)})
             if job.variants:
                 result = self._handle_variants(job, options, started)
             else:
@@ -211,6 +220,18 @@ class WorkerRuntime:
         result.started_at, result.finished_at = started_at, time.time()
         self._publish(job, result)
         return result
+
+    def _secrets(self, job: JobRequest) -> dict[str, Any]:
+        """The job's sealed credentials, opened for this run only."""
+        if job.sealed is None:
+            return {}
+        try:
+            return sealing.unseal_secrets(job.sealed, self.settings.job_secret, job.reference)
+        except sealing.Unsealable:
+            raise RequestNotValid(
+                "The worker could not read this job's credentials (cookies, headers, authorization, proxy): the "
+                "API and the workers must share SCREENSHOT_JOB_SECRET (it changed, or the service restarted "
+                "while the job waited). Send the request again.") from None
 
     def _finish(self, job: JobRequest, options: TakeOptions, output: Output, started: float) -> JobResult:
         """An output made a result: vision asked, content and result stored as the job says."""

@@ -1,21 +1,17 @@
 """AI vision: the final image and the caller's prompt sent to an OpenAI-compatible chat-completions API.
 
 The caller's provider key must never be stored: RQ keeps job payloads in Redis, so the API seals
-the key (AES-GCM, a secret Redis never sees, bound to the job's reference) and only the worker
-that runs the job opens it, in memory, for the one call. Pure of Playwright: the API imports it.
+the key (`render.sealing`: AES-GCM, a secret Redis never sees, bound to the job's reference) and only the
+worker that runs the job opens it, in memory, for the one call. Pure of Playwright: the API imports it.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
+from render import sealing
 from render.errors import (
     CaptureTimeout,
     ErrorDetail,
@@ -33,26 +29,18 @@ DEFAULT_PROMPT = "Describe this screenshot."
 # What chat-completions providers accept as image input; other formats are sent as PNG.
 PROVIDER_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "webp": "image/webp",
                     "gif": "image/gif"}
-_NONCE_BYTES = 12
-
-
-def _cipher(secret: str) -> AESGCM:
-    return AESGCM(hashlib.sha256(b"screenshot-service vision key\0" + secret.encode()).digest())
 
 
 def seal(api_key: str, secret: str, reference: str) -> str:
     """The key encrypted for the worker running job `reference` (and no other job)."""
-    nonce = os.urandom(_NONCE_BYTES)
-    sealed = _cipher(secret).encrypt(nonce, api_key.encode(), reference.encode())
-    return base64.urlsafe_b64encode(nonce + sealed).decode()
+    return sealing.seal(api_key.encode(), secret, reference, purpose=b"vision key")
 
 
 def unseal(token: str, secret: str, reference: str) -> str:
     """The caller's key back, or `request_not_valid` when this worker cannot open it."""
     try:
-        raw = base64.urlsafe_b64decode(token.encode())
-        return _cipher(secret).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], reference.encode()).decode()
-    except (InvalidTag, ValueError):
+        return sealing.unseal(token, secret, reference, purpose=b"vision key").decode()
+    except sealing.Unsealable:
         raise RequestNotValid(
             "The worker could not read the vision key of this job: the API and the workers must share "
             "SCREENSHOT_JOB_SECRET (it changed, or the service restarted while the job waited). Send the "

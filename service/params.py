@@ -63,6 +63,9 @@ def parse_body(body: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as error:
         raise RequestNotValid("The body is not valid JSON.",
                               [ErrorDetail("body", f"not valid JSON: {error}")]) from None
+    except RecursionError:
+        raise RequestNotValid("The body is nested too deeply to be a request.",
+                              [ErrorDetail("body", "JSON nested too deeply")]) from None
     if not isinstance(data, dict):
         raise RequestNotValid("The body must be a JSON object of parameters.",
                               [ErrorDetail("body", "must be a JSON object")])

@@ -178,6 +178,7 @@ ROUTES: dict[str, Handler] = {
     "/three-hanging.html": lambda q: _html(THREE_HANGING),
     "/late-green.html": lambda q: _html(LATE_GREEN),
     "/status": _status,
+    "/basic": lambda q: _html("<title>signed in</title><p>signed in</p>"),
     "/redirect": lambda q: (302, "text/plain", b"", {"Location": q["to"][0]}),
     "/slow": _slow,
 }
@@ -196,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         extra = result[3] if len(result) > 3 else {}
         if parts.path == "/echo":  # what this request carried, for the request-context tests
             body = json.dumps({"headers": self.server.log[-1][1]}).encode()
+        if parts.path == "/basic" and "authorization" not in self.server.log[-1][1]:  # HTTP Basic wanted
+            status, body, extra = 401, b"credentials, please", {"WWW-Authenticate": 'Basic realm="test"'}
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)

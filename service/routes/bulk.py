@@ -21,7 +21,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from render import request_params
+from render import request_params, sealing
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import JobRequest, JobResult
@@ -31,7 +31,7 @@ from service.errors import SignatureNotValid, SignatureRequired
 from service.organisations import Organisation
 from service.params import collect, parse_body
 from service.results import Presented, present_error, present_success
-from service.routes.capture import new_reference, run_capture
+from service.routes.capture import job_options, new_reference, run_capture
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 BULK_FIELDS = ("access_key", "execute", "optimize", "options", "requests")
@@ -201,6 +201,9 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
     """One job loading the page once for every variant: (reference, result or error) each, charged
     each. None when the organisation's concurrency cannot hold a slot per variant right now."""
     references = [new_reference() for _ in variants]
+    # The page is loaded with the first variant's options, credentials included; the others only shape
+    # outputs, so theirs are left out.
+    page_fields = job_options(context, variants[0], references[0])
     grace = context.settings.service.result_wait_grace
     timeout = max(o.timeout for o in variants)
     reserved: list[str] = []
@@ -216,10 +219,11 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
     try:
         first = variants[0]
         job = JobRequest(
-            reference=references[0], organisation=org.id, options=first.to_payload(), trace_id=trace_id,
-            deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
+            reference=references[0], organisation=org.id, **page_fields,
+            trace_id=trace_id, deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
             store_result=first.response_type == "json", enqueued_at=time.time(),
-            variants=[{"reference": ref, "options": o.to_payload(), "store": o.response_type == "json"}
+            variants=[{"reference": ref, "options": sealing.split_secrets(o.to_payload())[0],
+                       "store": o.response_type == "json"}
                       for ref, o in zip(references[1:], variants[1:], strict=True)])
         for reference in references:
             await context.records.queued(reference, org.id)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
-from render import request_params, vision
+from render import request_params, sealing, vision
 from render.errors import CaptureTimeout, ErrorDetail, InternalError, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import ASYNC_JOB_FUNCTION, JobRequest, JobResult
@@ -131,8 +131,8 @@ async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeO
     """A synchronous capture with webhook_url: the receiver gets what the caller got."""
     webhook = webhook_settings(options)
     assert webhook is not None
-    job = JobRequest(reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
-                     deadline=0)
+    job = JobRequest(reference=reference, organisation=org.id, options=sealing.split_secrets(options.to_payload())[0],
+                     trace_id=trace_id, deadline=0)
     delivery = jobs.webhook_delivery(job, result, webhook)
     if delivery is not None:
         service = context.settings.service
@@ -148,7 +148,7 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
     await context.quota.reserve(org, reference, options.timeout + grace + ASYNC_QUEUE_ALLOWANCE_SECONDS)
     try:
         job = JobRequest(
-            reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
+            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
             deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
             vision=vision_request(context, options, reference), kind=options.job_kind)
         await context.records.queued(reference, org.id, job=job, webhook=webhook_settings(options))
@@ -211,7 +211,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
     success = False
     try:
         job = JobRequest(
-            reference=reference, organisation=org.id, options=options.to_payload(), trace_id=trace_id,
+            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
             store_result=store, enqueued_at=time.time(), store_key=store_key,
             keep_body=keep_body or (store and options.response_type == "by_format"),
@@ -234,6 +234,22 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
     finally:
         # Shielded: a client hanging up must not leave the slot held until it expires.
         await asyncio.shield(context.quota.settle(org, reference, success=success))
+
+
+def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:
+    """The JobRequest fields of `options`: what may be stored, and the caller's credentials sealed for the
+    job's worker (render.sealing), never stored as they are."""
+    public, secrets = sealing.split_secrets(options.to_payload())
+    if not secrets:
+        return {"options": public}
+    secret = context.settings.render.job_secret
+    if not secret:
+        names = sorted(name for name in secrets)
+        raise RequestNotValid(
+            f"{', '.join(names)}: this server cannot take credentials for the target, as its API and workers "
+            "share no SCREENSHOT_JOB_SECRET to pass them to a worker without storing them. Ask the operator to "
+            "set it.", [ErrorDetail(name, "not accepted by this server") for name in names])
+    return {"options": public, "sealed": sealing.seal_secrets(secrets, secret, reference)}
 
 
 def vision_request(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any] | None:
