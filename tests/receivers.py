@@ -1,4 +1,5 @@
-"""Local HTTP servers that receive what the service sends out: webhook deliveries and vision requests.
+"""Local servers that receive what the service sends out: webhook deliveries, vision requests, and UDP that
+must never arrive.
 
 A `Receiver` records every request and answers with its `answer` function, so a test can play a
 receiver that is slow, failing or hanging, or a third-party API such as an OpenAI-compatible vision
@@ -8,10 +9,12 @@ provider (`vision_answer`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -137,3 +140,53 @@ def vision_answer(received: Received) -> tuple[int, dict[str, str], bytes]:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": completion},
                          "finish_reason": "stop"}]}
     return 200, {}, json.dumps(body).encode()
+
+
+class UdpCanary:
+    """A UDP port on 127.0.0.1 that counts every datagram it receives."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.datagrams = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._count, daemon=True)
+        self._thread.start()
+
+    def _count(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sock.recv(65536)
+                self.datagrams += 1
+            except TimeoutError:
+                continue
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def udp_canary() -> Iterator[UdpCanary]:
+    canary = UdpCanary()
+    try:
+        yield canary
+    finally:
+        canary.close()
+
+
+def webrtc_page(port: int) -> str:
+    """Opens a peer connection with a STUN and a TURN server on `port` and a WebTransport session; shows
+    the ICE candidates gathered in its title."""
+    return f"""<!DOCTYPE html><html><body><script>
+const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{port}'}},
+  {{urls: 'turn:127.0.0.1:{port}?transport=udp', username: 'u', credential: 'p'}}]}});
+pc.createDataChannel('leak');
+document.title = 'candidates:';
+pc.onicecandidate = e => {{ if (e.candidate) document.title += ' ' + e.candidate.type; }};
+pc.createOffer().then(offer => pc.setLocalDescription(offer));
+try {{ new WebTransport('https://127.0.0.1:{port}/'); }} catch (e) {{}}
+</script></body></html>"""

@@ -101,3 +101,43 @@ def test_a_job_that_changed_its_page_leaves_the_next_one_the_defaults(  # type: 
         # The same organisation's next job: its page in the same context, with every default back.
         assert settings_seen(http, first, site) == defaults
         assert "x-job" not in site.requests_to("/state/settings.html")[-1]
+
+
+def test_credentials_in_a_url_are_not_kept_for_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    key = make_org_in(single.redis_url).access_key
+    basic = site.url("/basic")
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        signed_in = http.get("/v1/screenshot/take", params={
+            "access_key": key, "url": basic.replace("http://", "http://user:pass@"), "format": "html"})
+        assert signed_in.status_code == 200 and "signed in" in signed_in.text, signed_in.text
+        assert site.requests_to("/basic")[-1]["authorization"] == "Basic dXNlcjpwYXNz"
+        time.sleep(2)  # the counts of earlier jobs reach /metrics with the worker's next heartbeat
+        reused_before = metric(http, REUSED)
+        anonymous = http.get("/v1/screenshot/take", params={"access_key": key, "url": basic, "format": "html",
+                                                            "ignore_host_errors": "true"})
+        assert anonymous.status_code == 200, anonymous.text
+        assert "authorization" not in site.requests_to("/basic")[-1]
+        assert "credentials, please" in anonymous.text
+        wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")  # same context
+
+
+ORIGIN_PROBE = """<html><body><pre id="origin"></pre><script>
+let wrote = "refused";
+try { localStorage.setItem("leak", "html job"); wrote = "wrote"; } catch (e) {}
+document.getElementById("origin").textContent = JSON.stringify({href: location.href, origin: self.origin, wrote});
+</script></body></html>"""
+
+
+def test_an_html_job_runs_in_an_origin_of_its_own(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        assert state_left(http, key, site) == EMPTY  # a url job on the site's origin, its page then kept
+        probe = http.get("/v1/screenshot/take", params={"access_key": key, "html": ORIGIN_PROBE, "format": "html"})
+        assert probe.status_code == 200, probe.text
+        found = re.search(r'<pre id="origin">(.*?)</pre>', probe.text, re.S)
+        assert found, probe.text
+        seen = json.loads(html.unescape(found.group(1)))
+        assert seen == {"href": "about:blank", "origin": "null", "wrote": "refused"}
+        assert state_left(http, key, site)["local"] is None  # nothing of it reached the site's origin

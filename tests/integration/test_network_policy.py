@@ -8,6 +8,7 @@ through SCREENSHOT_RESOLVE_OVERRIDES; nothing leaves the machine (no answer is e
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from service.webhooks import Courier, Delivery, DeliveryFailed
 from storage.settings import StorageSettings
 from tests.conftest import Org
 from tests.images import decode, rgb_at
-from tests.receivers import Receiver
+from tests.receivers import Receiver, udp_canary, webrtc_page
 from tests.servers import RunningService, running_service
 from tests.site import Site
 
@@ -179,3 +180,15 @@ def test_deliveries_obey_the_policy_when_they_are_sent(redis_url: str, tmp_path:
         with pytest.raises(DeliveryFailed, match="refused"):
             courier.deliver(delivery, attempt=1)
         assert receiver.requests == []
+
+
+def test_an_allowed_page_sends_no_udp(isolated_http: httpx.Client, isolated_org: Org, sites: tuple[Site, Site]) -> None:
+    """WebRTC's STUN and TURN would go straight to the private address, around the egress proxy."""
+    allowed, _ = sites
+    with udp_canary() as canary:
+        page = webrtc_page(canary.port).encode()
+        allowed.server.routes["/webrtc.html"] = lambda query: (200, "text/html", page)
+        response = take(isolated_http, isolated_org, allowed.url("/webrtc.html"), delay=2)
+        assert response.status_code == 200, response.text
+        time.sleep(0.5)
+        assert canary.datagrams == 0, "a page sent UDP around the network policy"
