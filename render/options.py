@@ -223,11 +223,13 @@ class TakeOptions(BaseModel):
 
     # Request to the target
     user_agent: str | None = param(None, "Request", "User-Agent header; a viewport_device overrides it.")
-    headers: StrList = param([], "Request", "Extra headers for every request of the page, each `Name:Value`.")
+    headers: StrList = param([], "Request", "Extra headers, each `Name:Value`, for the url's origin only (with "
+                             "html or markdown, every request the page makes); never sent across a redirect "
+                             "to another origin.")
     cookies: StrList = param([], "Request", "Cookies, each `name=value; Domain=...; Path=...; Secure; "
                              "HttpOnly; SameSite=...`; without Domain, for the url's host.")
     authorization: str | None = param(None, "Request", "Authorization header, sent to the url's origin "
-                                      "only, never to third parties.")
+                                      "only, never to third parties nor across a redirect to another origin.")
     time_zone: str | None = param(None, "Request", "IANA time zone id.")
     bypass_csp: Bool = param(False, "Request", "Bypass the page's Content-Security-Policy.")
 
