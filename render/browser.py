@@ -20,9 +20,10 @@ import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
@@ -118,6 +119,10 @@ def chromium_arguments(extra: list[str], *, sandbox: bool = True, low_memory: bo
     return [*args, *(switch + ",".join(names) for switch, names in features.items())]
 
 
+# Requests with a user or password in their URL (XMLHttpRequest.open with credentials, a page navigating to
+# http://user:password@host/) are paused, to be seen: Chromium keeps such credentials in its HTTP auth cache,
+# which no DevTools command clears, so a page that used some is not kept. Only URLs holding an "@" pause.
+CREDENTIAL_URLS = {"patterns": [{"urlPattern": "*@*", "requestStage": "Request"}]}
 # A kept context whose jobs reached more origins than this is closed rather than wiped origin by origin.
 MAX_HELD_ORIGINS = 200
 
@@ -186,6 +191,28 @@ class Tab:
     # a connection of that job's (an inherited about:blank, say) is wiped too.
     held_origins: set[str] = field(default_factory=set)
     crashed: bool = False  # its renderer died (the page's "crash" event)
+    # A request of the page carried a user or password in its URL (CREDENTIAL_URLS): the context may hold
+    # them in its HTTP auth cache, so it is not kept.
+    credentials_used: bool = False
+    # Who continues the page's paused requests when one asks to see them all (render.request_context).
+    on_request: Callable[[dict[str, Any]], None] | None = None
+    _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
+
+    def paused(self, event: dict[str, Any]) -> None:
+        """A request paused by Fetch (CREDENTIAL_URLS, or every request for `on_request`)."""
+        parts = urlsplit(event["request"]["url"])
+        if parts.username or parts.password:
+            self.credentials_used = True
+        if self.on_request is not None:
+            self.on_request(event)
+        else:
+            task = asyncio.ensure_future(self._continue(event["requestId"]))
+            self._continuing.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(self._continuing.discard)
+
+    async def _continue(self, request_id: str) -> None:
+        with contextlib.suppress(Exception):  # cancelled meanwhile, or the page closed
+            await self.cdp.send("Fetch.continueRequest", {"requestId": request_id})
 
     async def close(self) -> bool:
         """Close the tab's context; False when it did not close in time (a hung renderer)."""
@@ -287,6 +314,8 @@ class BrowserSupervisor:
         cdp = await context.new_cdp_session(page)
         tab = Tab(context, page, cdp)
         page.once("crash", lambda _page: setattr(tab, "crashed", True))
+        cdp.on("Fetch.requestPaused", tab.paused)
+        await cdp.send("Fetch.enable", CREDENTIAL_URLS)
         return tab
 
     async def acquire(self, owner: str | None = None, *, blank: bool = False) -> Tab:
@@ -303,7 +332,9 @@ class BrowserSupervisor:
         warm = await self._warm_tab(owner)
         if warm is not None and blank:
             await warm.page.close()
-            warm = replace(await self._new_page(warm.context), held_origins=warm.held_origins)
+            fresh = await self._new_page(warm.context)
+            fresh.held_origins = warm.held_origins
+            warm = fresh
         return warm or await self._fresh_tab(spare=not self._keeps(owner))
 
     def _keeps(self, owner: str | None) -> bool:
@@ -369,7 +400,7 @@ class BrowserSupervisor:
         measuring = None if restart_due or not self._settings.chromium_memory_mb else asyncio.ensure_future(
             self._private_memory())
         kept = (owner is not None and self._keeps(owner) and not restart_due and not tab.crashed
-                and await self._keep(tab, owner, origins))
+                and not tab.credentials_used and await self._keep(tab, owner, origins))
         if not kept:
             if not await tab.close():
                 log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)

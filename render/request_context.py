@@ -61,7 +61,7 @@ class TargetHeaders:
         self._pending: set[asyncio.Task[None]] = set()
 
     async def attach(self) -> None:
-        self._tab.cdp.on("Fetch.requestPaused", self._paused)
+        self._tab.on_request = self._paused  # every request now pauses, and this continues them
         await self._tab.cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
 
     def _meant_for(self, url: str, network_id: str | None) -> bool:

@@ -179,6 +179,11 @@ ROUTES: dict[str, Handler] = {
     "/late-green.html": lambda q: _html(LATE_GREEN),
     "/status": _status,
     "/basic": lambda q: _html("<title>signed in</title><p>signed in</p>"),
+    # The page's own script signs in with HTTP Basic (XMLHttpRequest.open with a user and password).
+    "/xhr-credentials.html": lambda q: _html(
+        "<pre id='status'></pre><script>const xhr = new XMLHttpRequest();"
+        "xhr.open('GET', '/basic', false, 'script-user', 'script-pass'); xhr.send();"
+        "document.getElementById('status').textContent = xhr.status;</script>"),
     "/redirect": lambda q: (302, "text/plain", b"", {"Location": q["to"][0]}),
     "/slow": _slow,
 }

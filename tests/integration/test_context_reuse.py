@@ -122,6 +122,20 @@ def test_credentials_in_a_url_are_not_kept_for_the_next_job(  # type: ignore[no-
         wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")  # same context
 
 
+def test_credentials_a_page_used_are_not_kept_for_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        signed_in = http.get("/v1/screenshot/take", params={
+            "access_key": key, "url": site.url("/xhr-credentials.html"), "format": "html"})
+        assert signed_in.status_code == 200 and '<pre id="status">200</pre>' in signed_in.text, signed_in.text
+        assert site.requests_to("/basic")[-1]["authorization"] == "Basic c2NyaXB0LXVzZXI6c2NyaXB0LXBhc3M="
+        anonymous = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/basic"),
+                                                            "format": "html", "ignore_host_errors": "true"})
+        assert anonymous.status_code == 200, anonymous.text
+        assert "authorization" not in site.requests_to("/basic")[-1]
+
+
 ORIGIN_PROBE = """<html><body><pre id="origin"></pre><script>
 let wrote = "refused";
 try { localStorage.setItem("leak", "html job"); wrote = "wrote"; } catch (e) {}
