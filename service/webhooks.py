@@ -129,6 +129,9 @@ class Courier:
             result.body = b"".join(self.storage.open(result.storage_key))
         return present_success(options, result, delivery.reference, delivery.trace_id, self.links)
 
+    async def _begin_attempt(self) -> None:
+        self.egress.begin_job(None)
+
     def deliver(self, delivery: Delivery, attempt: int) -> int:
         """Post once; the receiver's status, or DeliveryFailed."""
         presented = self.present(delivery)
@@ -139,6 +142,8 @@ class Courier:
             if key:
                 headers["x-service-signature"] = signature(presented.body, key)
         mark_job(self.redis, delivery.reference, webhook="delivering", webhook_attempts=str(attempt))
+        # Each attempt's connections and bookkeeping are its own (else they would grow for the process's life).
+        asyncio.run_coroutine_threadsafe(self._begin_attempt(), self.loop).result(5)
         try:
             with httpx.Client(proxy=self.egress.url, timeout=self.settings.service.webhook_timeout,
                               trust_env=False, follow_redirects=False) as client:
