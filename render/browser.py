@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
 
 from render.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
+from render.egress import web_origin
 from render.settings import RenderSettings
 from render.trust import chromium_home
 
@@ -125,19 +126,6 @@ def chromium_arguments(extra: list[str], *, sandbox: bool = True, low_memory: bo
 CREDENTIAL_URLS = {"patterns": [{"urlPattern": "*@*", "requestStage": "Request"}]}
 # A kept context whose jobs reached more origins than this is closed rather than wiped origin by origin.
 MAX_HELD_ORIGINS = 200
-
-
-def _web_origin(url: str) -> str | None:
-    """`scheme://host[:port]` of an http(s) address (default ports left out), else None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}" + ("" if port in (None, {"http": 80, "https": 443}[parts.scheme]) else f":{port}")
 
 
 # Debian's shell wrappers and the binaries they start.
@@ -451,7 +439,7 @@ class BrowserSupervisor:
         in the context (cookies, storage and cache of every origin it reached, permissions) and keep the
         page for `owner`. False when that fails (the caller then closes the context)."""
         held = tab.held_origins | set(origins) | {origin for frame in tab.page.frames
-                                                  if (origin := _web_origin(frame.url))}
+                                                  if (origin := web_origin(frame.url))}
         if len(held) > MAX_HELD_ORIGINS:
             return False  # a new context holds nothing, and costs less than wiping them all every job
         try:

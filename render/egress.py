@@ -96,6 +96,18 @@ def _origin(scheme: str, host: str, port: str) -> str:
     return f"{scheme}://{name.lower()}" + ("" if port == default else f":{port}")
 
 
+def web_origin(url: str) -> str | None:
+    """The origin of an http(s) address, written as `_origin` writes them; None for any other."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return _origin(parts.scheme, parts.hostname, str(port or {"http": 80, "https": 443}[parts.scheme]))
+
+
 class EgressProxy:
     """An HTTP proxy on loopback that enforces the network policy for one worker's browser."""
 

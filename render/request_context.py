@@ -21,19 +21,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from render.browser import Tab
+from render.egress import web_origin
 from render.options import TakeOptions
 from render.request_params import parse_cookie, parse_headers
 
 log = logging.getLogger(__name__)
-Origin = tuple[str, str, int | None]
-
-
-def _origin(url: str) -> Origin:
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port if parts.port != default else None
-
-
 def without_url_credentials(options: TakeOptions) -> TakeOptions:
     """`options` with the url's user and password moved to `authorization` as HTTP Basic (an explicit
     `authorization` wins)."""
@@ -52,12 +44,12 @@ def without_url_credentials(options: TakeOptions) -> TakeOptions:
 class TargetHeaders:
     """Adds the caller's headers to the requests meant for the target, hop by hop."""
 
-    def __init__(self, tab: Tab, headers: dict[str, str], target: Origin | None) -> None:
+    def __init__(self, tab: Tab, headers: dict[str, str], target: str | None) -> None:
         self._tab = tab
         self._headers = headers
         self._names = {name.lower() for name in headers}
         self._target = target
-        self._chains: dict[str, Origin] = {}  # network id -> origin of its first hop (html sources)
+        self._chains: dict[str, str | None] = {}  # network id -> origin of its first hop (html sources)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def attach(self) -> None:
@@ -65,7 +57,7 @@ class TargetHeaders:
         await self._tab.cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
 
     def _meant_for(self, url: str, network_id: str | None) -> bool:
-        origin = _origin(url)
+        origin = web_origin(url)
         if self._target is not None:
             return origin == self._target
         first = self._chains.setdefault(network_id or url, origin)  # the page chose the first hop
@@ -103,4 +95,4 @@ async def apply(tab: Tab, options: TakeOptions) -> None:
                                        for i, raw in enumerate(options.cookies)])
     if headers:
         tab.dirty = True  # request interception on the page
-        await TargetHeaders(tab, headers, _origin(options.url) if options.url else None).attach()
+        await TargetHeaders(tab, headers, web_origin(options.url) if options.url else None).attach()
