@@ -37,6 +37,7 @@ RESPONSE_HEADER_LIMIT_BYTES = 256 * 1024  # a response's head: Chromium's own li
 HEAD_TIMEOUT_SECONDS = 15  # from a request's first byte to its last header: slow clients are dropped
 IDLE_TIMEOUT_SECONDS = 60  # a kept-alive client connection with no request
 READ_SIZE = 64 * 1024
+LINGER_SECONDS = 2  # how long an answered client may go on sending the body nobody will read
 REFUSED_HEADER = "x-screenshot-egress"
 # Headers for this hop only, never forwarded (RFC 9110 §7.6.1), and Expect (the body is sent at once).
 _HOP_BY_HOP = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive", b"te", b"trailer",
@@ -189,8 +190,7 @@ class _ClientConnection:
             try:
                 request = await self._next_request()
             except ProtocolViolation as violation:
-                if self.http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._answer(violation.status, str(violation))
+                await self._answer(violation.status, str(violation))
                 return
             if request is None:
                 return
@@ -203,9 +203,22 @@ class _ClientConnection:
             except ProtocolViolation as violation:
                 await self._answer(violation.status, str(violation))
                 return
-            if self.http.our_state is not h11.DONE or self.http.their_state is not h11.DONE:
+            if self.http.their_state is not h11.DONE:  # answered before its whole request arrived
+                await self._linger()
+                return
+            if self.http.our_state is not h11.DONE:
                 return
             self.http.start_next_cycle()
+
+    async def _linger(self) -> None:
+        """Half-close, and discard what the client still sends for a while: closing with unread bytes would
+        reset the connection, and the client might lose the answer before reading it."""
+        with contextlib.suppress(Exception):
+            await self.writer.drain()
+            self.writer.write_eof()
+            async with asyncio.timeout(LINGER_SECONDS):
+                while await self.reader.read(READ_SIZE):
+                    pass
 
     async def _next_request(self) -> h11.Request | None:
         """The next request's head, or None when the client closed; a slow or broken one is a violation."""
@@ -370,7 +383,12 @@ class _Exchange:
             headers.append((b"proxy-authorization", chain.authorization.encode("latin-1")))
         headers.append((b"connection", b"close"))
         self.writer.write(self.http.send(h11.Request(method=self.request.method, target=target, headers=headers)))
-        await self._send_body()
+        try:
+            await self._send_body()
+        except ConnectionError:
+            # The target answered before taking the whole body (an early 413 or 501) and closed: its answer
+            # still goes to the client, whose connection then closes (the rest of its body is unread).
+            pass
         return await self._relay_response()
 
     async def _send_body(self) -> None:
@@ -378,13 +396,9 @@ class _Exchange:
         client = self.client
         while True:
             try:
-                event = client.http.next_event()
+                event = await _next_event(client.http, client.reader, IDLE_TIMEOUT_SECONDS)
             except h11.RemoteProtocolError as error:
                 raise ProtocolViolation(400, f"malformed request body: {error}") from None
-            if event is h11.NEED_DATA:
-                data = await asyncio.wait_for(client.reader.read(READ_SIZE), IDLE_TIMEOUT_SECONDS)
-                client.http.receive_data(data)
-                continue
             if isinstance(event, h11.Data):
                 self.writer.write(self.http.send(event))
                 await self.writer.drain()
@@ -401,15 +415,12 @@ class _Exchange:
         client = self.client
         while True:
             try:
-                event = self.http.next_event()
+                # No time limit: a slow target is the page's to wait for, within the job's own timeout (the
+                # next job closes whatever is left).
+                event = await _next_event(self.http, self.reader, None)
             except h11.RemoteProtocolError:
                 await client._answer(502, "the target's response is not valid HTTP", marker="unreachable")
                 return False
-            if event is h11.NEED_DATA:
-                # No time limit: a slow target is the page's to wait for, within the job's own timeout
-                # (the next job closes whatever is left).
-                self.http.receive_data(await self.reader.read(READ_SIZE))
-                continue
             if isinstance(event, h11.InformationalResponse | h11.Response):
                 kind = type(event)
                 client.writer.write(client.http.send(kind(status_code=event.status_code,
@@ -423,6 +434,13 @@ class _Exchange:
                 return True
             else:  # closed before its end
                 return False
+
+
+async def _next_event(http: h11.Connection, reader: asyncio.StreamReader, timeout: float | None) -> Any:
+    """The next h11 event of a message under way, reading as much as it needs (each read within `timeout`)."""
+    while (event := http.next_event()) is h11.NEED_DATA:
+        http.receive_data(await asyncio.wait_for(reader.read(READ_SIZE), timeout))
+    return event
 
 
 def _forwarded(headers: Any) -> list[tuple[bytes, bytes]]:

@@ -18,12 +18,13 @@ import asyncio
 import base64
 import logging
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from render.browser import Tab
 from render.egress import web_origin
 from render.options import TakeOptions
 from render.request_params import parse_cookie, parse_headers
+from render.sealing import without_credentials
 
 log = logging.getLogger(__name__)
 def without_url_credentials(options: TakeOptions) -> TakeOptions:
@@ -34,10 +35,9 @@ def without_url_credentials(options: TakeOptions) -> TakeOptions:
     parts = urlsplit(options.url)
     if parts.username is None and parts.password is None:
         return options
-    netloc = parts.netloc.rpartition("@")[2]
     credentials = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
     basic = "Basic " + base64.b64encode(credentials.encode()).decode()
-    return options.model_copy(update={"url": urlunsplit(parts._replace(netloc=netloc)),
+    return options.model_copy(update={"url": without_credentials(options.url),
                                       "authorization": options.authorization or basic})
 
 

@@ -49,7 +49,8 @@ def unseal(token: str, secret: str, reference: str, purpose: bytes = b"job secre
         raise Unsealable from None
 
 
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
+    """`url` without the user and password it may hold."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
@@ -61,8 +62,13 @@ def split_secrets(payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     url = public.get("url")
     if isinstance(url, str) and "@" in urlsplit(url).netloc:
         secrets["url"] = url
-        public["url"] = _without_credentials(url)
+        public["url"] = without_credentials(url)
     return public, secrets
+
+
+def public_options(payload: dict[str, Any]) -> dict[str, Any]:
+    """What of an options payload may be stored (a variant's, a webhook delivery's)."""
+    return split_secrets(payload)[0]
 
 
 def seal_secrets(secrets: dict[str, Any], secret: str, reference: str) -> str:

@@ -222,7 +222,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
             reference=references[0], organisation=org.id, **page_fields,
             trace_id=trace_id, deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
             store_result=first.response_type == "json", enqueued_at=time.time(),
-            variants=[{"reference": ref, "options": sealing.split_secrets(o.to_payload())[0],
+            variants=[{"reference": ref, "options": sealing.public_options(o.to_payload()),
                        "store": o.response_type == "json"}
                       for ref, o in zip(references[1:], variants[1:], strict=True)])
         for reference in references:

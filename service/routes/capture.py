@@ -131,7 +131,7 @@ async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeO
     """A synchronous capture with webhook_url: the receiver gets what the caller got."""
     webhook = webhook_settings(options)
     assert webhook is not None
-    job = JobRequest(reference=reference, organisation=org.id, options=sealing.split_secrets(options.to_payload())[0],
+    job = JobRequest(reference=reference, organisation=org.id, options=sealing.public_options(options.to_payload()),
                      trace_id=trace_id, deadline=0)
     delivery = jobs.webhook_delivery(job, result, webhook)
     if delivery is not None:
@@ -244,7 +244,7 @@ def job_options(context: AppContext, options: TakeOptions, reference: str) -> di
         return {"options": public}
     secret = context.settings.render.job_secret
     if not secret:
-        names = sorted(name for name in secrets)
+        names = sorted(secrets)
         raise RequestNotValid(
             f"{', '.join(names)}: this server cannot take credentials for the target, as its API and workers "
             "share no SCREENSHOT_JOB_SECRET to pass them to a worker without storing them. Ask the operator to "

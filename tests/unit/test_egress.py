@@ -47,6 +47,15 @@ class Target:
                     return
                 path = request.target.decode()
                 self.seen.append((path, {k.decode(): v.decode() for k, v in request.headers.raw_items()}, body))
+                if path.startswith("/early"):  # refuses the upload at once, then discards it as servers do
+                    writer.write(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo big!")
+                    await writer.drain()
+                    writer.write_eof()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(2):
+                            while await reader.read(65536):
+                                pass
+                    return
                 if path.startswith("/close-delimited"):  # no length: the body ends when the connection does
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n" + self.host.encode() * 3)
                     await writer.drain()
@@ -65,6 +74,7 @@ class Target:
                 writer.write(http.send(h11.EndOfMessage()))
                 await writer.drain()
                 if http.our_state is not h11.DONE or http.their_state is not h11.DONE:
+                    await reader.read()  # asked to close, it keeps the connection open all the same
                     return
                 http.start_next_cycle()
         except (ConnectionError, h11.ProtocolError):
@@ -82,6 +92,8 @@ class Target:
                 http.receive_data(data)
             elif isinstance(event, h11.Request):
                 request = event
+                if event.target.startswith(b"/early"):  # answered before the body arrives
+                    return request, b""
             elif isinstance(event, h11.Data):
                 body += event.data
             elif isinstance(event, h11.EndOfMessage):
@@ -247,6 +259,11 @@ def test_bodies_and_framing_cross_intact() -> None:
         assert (await read_response(reader))[2] == b"b.test" * 3
         writer.write(get(rig.url("a.test", "/still-alive")))
         assert (await read_response(reader))[2] == b"a.test"
+        # A target that refuses an upload before reading it: its answer still reaches the client.
+        big = b"x" * (8 * 1024 * 1024)
+        writer.write(get(rig.url("b.test", "/early"), f"Content-Length: {len(big)}", method="POST") + big)
+        assert (await read_response(reader))[:3:2] == (413, b"too big!")
+        reader, writer = await rig.connect()
         # Hop-by-hop headers stay on their hop; the target is asked to close its own connection.
         writer.write(get(rig.url("a.test", "/hop"), "Proxy-Authorization: Basic c2VjcmV0", "Keep-Alive: 5",
                          "X-End-To-End: yes"))
