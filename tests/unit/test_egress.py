@@ -132,24 +132,36 @@ class _Failures(logging.Handler):
         self.records.append(record)
 
 
+async def _serve_on_one_port(targets: dict[str, Target]) -> tuple[list[asyncio.Server], int]:
+    """The three targets on one port of their three addresses; a port free on the first address may be
+    taken on another (other tests' servers run on 127.0.0.1), so a collision means another port."""
+    for _ in range(50):
+        servers = [await asyncio.start_server(targets["a.test"].serve, HOSTS["a.test"], 0)]
+        port = servers[0].sockets[0].getsockname()[1]
+        try:
+            for name in ("b.test", "secret.test"):
+                servers.append(await asyncio.start_server(targets[name].serve, HOSTS[name], port))
+        except OSError:
+            for server in servers:
+                server.close()
+            continue
+        return servers, port
+    raise RuntimeError("no port free on all three loopback addresses")
+
+
 @asynccontextmanager
 async def rig() -> AsyncIterator[Rig]:
-    servers = []
     targets = {name: Target(name) for name in HOSTS}
-    first = await asyncio.start_server(targets["a.test"].serve, HOSTS["a.test"], 0)
-    port = first.sockets[0].getsockname()[1]
-    servers.append(first)
-    for name in ("b.test", "secret.test"):
-        servers.append(await asyncio.start_server(targets[name].serve, HOSTS[name], port))
+    servers, port = await _serve_on_one_port(targets)
     policy = NetworkPolicy(False, {name: [ipaddress.ip_address(a)] for name, a in HOSTS.items()},
                            [ipaddress.ip_network("127.0.0.2/32"), ipaddress.ip_network("127.0.0.3/32")], set())
     proxy = EgressProxy(policy)
-    await proxy.start()
-    proxy.begin_job(None)
     failures = _Failures()
     egress.log.addHandler(failures)
     running = Rig(proxy, targets, port, failures.records)
-    try:
+    try:  # whatever fails, nothing is left open: a socket left to the garbage collector fails a later test
+        await proxy.start()
+        proxy.begin_job(None)
         yield running
     finally:
         egress.log.removeHandler(failures)
