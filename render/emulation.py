@@ -39,14 +39,6 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
                            {"userAgent": viewport.user_agent.format(chrome=chrome_major)})
 
 
-async def set_viewport_height(tab: Tab, viewport: Viewport, height: int) -> None:
-    """The same emulated device with a taller (or shorter) viewport, for sectioned full-page captures."""
-    tab.dirty = True
-    await tab.cdp.send("Emulation.setDeviceMetricsOverride", {
-        "width": viewport.width, "height": height, "deviceScaleFactor": viewport.scale,
-        "mobile": viewport.mobile, "screenWidth": viewport.width, "screenHeight": height})
-
-
 async def emulate_page(tab: Tab, options: TakeOptions) -> None:
     """Colour scheme, reduced motion, media type, time zone, geolocation and CSP bypass, before load."""
     features = []

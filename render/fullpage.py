@@ -1,39 +1,57 @@
-"""Full-page captures, of any height, without repeated content and within the memory budget.
+"""Full-page captures, of any height, exactly as a person scrolling the page in its viewport sees it.
 
 1. With `full_page_scroll` (the default) the page is scrolled step by step first, so lazy content
    loads; the scroll stops at the height cap or after half the remaining time (an endless page).
 2. The height is the document's, capped by `full_page_max_height` and the pixel budget
    (SCREENSHOT_MAX_IMAGE_PIXELS), so a growing page can never exhaust the worker's memory.
-3. `default`: Chromium renders the whole page beyond the viewport in one capture, up to 16,384
-   device pixels (the most one capture holds); a taller page is captured in sections of a viewport
-   that tall. `by_sections`: the page is scrolled one viewport at a time and each view captured.
-   Fixed and sticky elements are hidden after the first section, so they appear once, and the
-   sections are stitched with pyvips.
+3. The viewport is never resized, so `vh` units, `position: fixed` and `position: sticky` keep their
+   meaning: fixed elements appear where the first screen has them, sticky ones where the document puts
+   them at the top of the page, each once.
+   - `default`: one capture of the whole page beyond the viewport (CDP `captureBeyondViewport`, as
+     Playwright's `full_page`). Chromium 156 renders it exactly at any height: measured pixel-identical
+     to the page scrolled and captured screen by screen up to 80,000 device pixels (40,000 CSS px at
+     scale 2), well past the 16,384-pixel compositor texture size that once cut such captures short.
+   - `by_sections`: the page is scrolled one viewport at a time and each view captured (for pages that
+     draw what scrolls into view); sticky elements are first pinned where they stand at the top, fixed
+     ones hidden after the first view, and the views are stitched with pyvips, row-exact.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from dataclasses import dataclass
 
 from render.browser import Tab
 from render.devices import Viewport
-from render.emulation import set_viewport_height
 from render.errors import CaptureTimeout
 from render.options import TakeOptions
 from render.screenshot import screenshot
 
-MAX_CAPTURE_DEVICE_PIXELS = 16384
 SCROLL_TIME_SHARE = 0.5  # of the remaining time, the most the lazy-load scroll may use
 
 _HEIGHT = """() => Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0,
                             document.documentElement.clientHeight)"""
-_HIDE_FLOATING = """() => {
+_HIDE_FIXED = """() => {
   for (const element of document.querySelectorAll('*')) {
-    const position = getComputedStyle(element).position;
-    if (position === 'fixed' || position === 'sticky') element.style.setProperty('visibility', 'hidden', 'important');
+    if (getComputedStyle(element).position === 'fixed') element.style.setProperty('visibility', 'hidden', 'important');
+  }
+}"""
+# A sticky element moves with the scroll; pinned (relative, offset to where it stands now, at the top of
+# the page) it scrolls away like the content around it and shows once, where the document puts it.
+_PIN_STICKY = """() => {
+  for (const element of document.querySelectorAll('*')) {
+    const style = getComputedStyle(element);
+    if (style.position !== 'sticky') continue;
+    const stuck = element.getBoundingClientRect();
+    const set = (name, value) => element.style.setProperty(name, value, 'important');
+    if (style.zIndex === 'auto') set('isolation', 'isolate');  // sticky made a stacking context
+    set('position', 'relative');
+    for (const side of ['top', 'left']) set(side, '0px');
+    for (const side of ['bottom', 'right']) set(side, 'auto');
+    const inFlow = element.getBoundingClientRect();
+    set('top', `${stuck.top - inFlow.top}px`);
+    set('left', `${stuck.left - inFlow.left}px`);
   }
 }"""
 _SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
@@ -88,7 +106,7 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
         await scroll_for_lazy_content(tab, options, viewport, cap, deadline)
     height = min(await page_height(tab), cap)
     scale = viewport.scale
-    if options.full_page_algorithm == "default" and height * scale <= MAX_CAPTURE_DEVICE_PIXELS:
+    if options.full_page_algorithm == "default":
         clip: dict[str, float] = {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1}
         if final_format is not None:
             whole = await screenshot(tab, final_format, options.image_quality, fast=fast_final, transparent=False,
@@ -96,12 +114,15 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
         else:
             whole = await _capture(tab, clip, beyond=True)
         return [Slice(whole, 0, round(height * scale))], round(height * scale)
+    return await _by_sections(tab, options, viewport, height, deadline)
+
+
+async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, height: int, deadline: float
+                       ) -> tuple[list[Slice], int]:
+    scale = viewport.scale
     section = viewport.height
-    if options.full_page_algorithm == "default":
-        # Beyond 16,384 device pixels Chromium's beyond-viewport rendering drops and repeats content,
-        # so the page is captured natively in sections of the tallest viewport one capture holds.
-        section = max(1, math.floor(MAX_CAPTURE_DEVICE_PIXELS / scale))
-        await set_viewport_height(tab, viewport, section)
+    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    await tab.page.evaluate(_PIN_STICKY)
     slices: list[Slice] = []
     top = 0
     while top < height:
@@ -114,7 +135,7 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
         # At the bottom the browser cannot scroll as far as asked: skip what was already taken.
         slices.append(Slice(png, round((top - actual) * scale), round(rows * scale)))
         if top == 0:
-            await tab.page.evaluate(_HIDE_FLOATING)  # fixed and sticky elements: once, at the top
+            await tab.page.evaluate(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
         top += section
     await tab.page.evaluate("() => window.scrollTo(0, 0)")
     return slices, sum(s.rows for s in slices)

@@ -1,0 +1,77 @@
+"""The reference the fidelity suite compares with: a plain Playwright script on the same Chromium, written
+as a user would write it (Playwright's own launch, a context of the wanted size, `page.screenshot`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pyvips
+from playwright.sync_api import Browser, Playwright, sync_playwright
+
+from render.settings import RenderSettings
+
+T = TypeVar("T")
+
+
+class PlainBrowser:
+    """Playwright's sync API keeps an event loop running on its thread: it gets a thread of its own, so
+    the tests' own `asyncio.run` still works."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plain-browser")
+        self._playwright: Playwright = self._run(lambda: sync_playwright().start())
+        self.browser: Browser = self._run(lambda: self._playwright.chromium.launch(
+            executable_path=RenderSettings().chromium_path))
+
+    def _run(self, call: Callable[[], T]) -> T:
+        return self._thread.submit(call).result()
+
+    def capture(self, url: str, **options: Any) -> pyvips.Image:
+        """See `_capture`."""
+        return self._run(lambda: self._capture(url, **options))
+
+    def evaluate(self, url: str, script: str, **context: Any) -> Any:
+        """What `script` returns in the page at `url`."""
+        return self._run(lambda: self._evaluate(url, script, **context))
+
+    def close(self) -> None:
+        self._run(self.browser.close)
+        self._run(self._playwright.stop)
+        self._thread.shutdown()
+
+    def _capture(self, url: str, *, width: int = 1280, height: int = 1024, scale: float = 1,
+                full_page: bool = False, scroll_delay_ms: int | None = None, **context: Any) -> pyvips.Image:
+        """The page at `url` as a plain script captures it; with `scroll_delay_ms`, scrolled to the bottom
+        one viewport at a time first (lazy content), then back to the top."""
+        page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=scale,
+                                     **context)
+        try:
+            page.goto(url)
+            if scroll_delay_ms is not None:
+                position = 0
+                while position < page.evaluate("document.documentElement.scrollHeight"):
+                    page.evaluate(f"window.scrollTo(0, {position})")
+                    time.sleep(scroll_delay_ms / 1000)
+                    position += height
+                page.evaluate("window.scrollTo(0, 0)")
+            return pyvips.Image.new_from_buffer(page.screenshot(full_page=full_page), "")
+        finally:
+            page.close()
+
+    def _evaluate(self, url: str, script: str, **context: Any) -> Any:
+        page = self.browser.new_page(**context)
+        try:
+            page.goto(url)
+            return page.evaluate(script)
+        finally:
+            page.close()
+
+
+def differing_pixels(a: pyvips.Image, b: pyvips.Image) -> int:
+    """How many pixels differ (any band); sizes must match."""
+    assert (a.width, a.height) == (b.width, b.height), f"{a.width}x{a.height} != {b.width}x{b.height}"
+    a, b = (image.flatten() if image.hasalpha() else image for image in (a, b))
+    return int((a != b).bandor().avg() / 255 * a.width * a.height + 0.5)
