@@ -61,7 +61,6 @@ CHROMIUM_ARGS = [
     "--hide-scrollbars",
     "--mute-audio",
     "--disable-dev-shm-usage",
-    "--font-render-hinting=none",
     # Software compositing in the browser process instead of a GPU process of its own (no GPU here): one
     # process and about 10 MB less.
     "--in-process-gpu",

@@ -243,10 +243,9 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
         native = CHROMIUM_FORMATS.get(fmt)
         as_captured = (native is not None and not palette and not marks and not options.blur
                        and options.image_width is None and options.image_height is None)
-        slices, height = await fullpage.capture_slices(tab, options, options.viewport, settings.max_image_pixels,
-                                                       deadline, final_format=native if as_captured else None,
-                                                       fast_final=fast_final)
-        width = _device_size(options.viewport.width, 0, options)[0]
+        slices, width, height = await fullpage.capture_slices(
+            tab, options, options.viewport, settings.max_image_pixels, deadline,
+            final_format=native if as_captured else None, fast_final=fast_final)
         check_planned_size(options, width, height, settings)
         if as_captured and len(slices) == 1:  # encoded once, by Chromium, like a viewport capture
             body = slices[0].image

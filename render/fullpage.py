@@ -30,8 +30,14 @@ from render.screenshot import screenshot
 
 SCROLL_TIME_SHARE = 0.5  # of the remaining time, the most the lazy-load scroll may use
 
-_HEIGHT = """() => Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0,
-                            document.documentElement.clientHeight)"""
+# The page's size as Playwright measures it for `full_page`: horizontal overflow included.
+_SIZE = """() => {
+  const root = document.documentElement, body = document.body || root;
+  return [Math.max(body.scrollWidth, root.scrollWidth, body.offsetWidth, root.offsetWidth, body.clientWidth,
+                   root.clientWidth),
+          Math.max(body.scrollHeight, root.scrollHeight, body.offsetHeight, root.offsetHeight, body.clientHeight,
+                   root.clientHeight)];
+}"""
 _HIDE_FIXED = """() => {
   for (const element of document.querySelectorAll('*')) {
     if (getComputedStyle(element).position === 'fixed') element.style.setProperty('visibility', 'hidden', 'important');
@@ -67,13 +73,15 @@ class Slice:
     rows: int
 
 
-async def page_height(tab: Tab) -> int:
-    return int(await tab.page.evaluate(_HEIGHT))
+async def page_size(tab: Tab) -> tuple[int, int]:
+    """The document's width (at least the viewport's) and height, in CSS pixels."""
+    width, height = await tab.page.evaluate(_SIZE)
+    return int(width), int(height)
 
 
-def height_cap(options: TakeOptions, viewport: Viewport, max_pixels: int) -> int:
-    """The tallest capture allowed, in CSS pixels."""
-    budget = int(max_pixels // max(1, round(viewport.width * viewport.scale) * viewport.scale))
+def height_cap(options: TakeOptions, width: int, scale: float, max_pixels: int) -> int:
+    """The tallest capture of this width allowed, in CSS pixels."""
+    budget = int(max_pixels // max(1, round(width * scale) * scale))
     return max(1, min(options.full_page_max_height or budget, budget))
 
 
@@ -83,7 +91,7 @@ async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: View
     step = options.full_page_scroll_by or viewport.height
     stop_at = time.monotonic() + max(0.0, deadline - time.monotonic()) * SCROLL_TIME_SHARE
     position = 0
-    while position < min(await page_height(tab), cap) and time.monotonic() < stop_at:
+    while position < min((await page_size(tab))[1], cap) and time.monotonic() < stop_at:
         await tab.page.evaluate("y => window.scrollTo(0, y)", position)
         await asyncio.sleep(options.full_page_scroll_delay / 1000)
         position += step
@@ -97,28 +105,32 @@ async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> byt
 
 async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
                          deadline: float, final_format: str | None = None, fast_final: bool = True
-                         ) -> tuple[list[Slice], int]:
-    """The page as slices, top to bottom, and the total height in device pixels. With `final_format`
-    (a format Chromium writes, when nothing is done to the image afterwards), a page taken in one capture
-    comes in that format, encoded once (`fast_final`: for speed rather than size), ready to send."""
-    cap = height_cap(options, viewport, max_pixels)
-    if options.full_page_scroll is not False:
-        await scroll_for_lazy_content(tab, options, viewport, cap, deadline)
-    height = min(await page_height(tab), cap)
+                         ) -> tuple[list[Slice], int, int]:
+    """The page as slices, top to bottom, and the whole's width and height in device pixels. With
+    `final_format` (a format Chromium writes, when nothing is done to the image afterwards), a page taken
+    in one capture comes in that format, encoded once (`fast_final`: for speed rather than size)."""
     scale = viewport.scale
-    if options.full_page_algorithm == "default":
-        clip: dict[str, float] = {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1}
-        if final_format is not None:
-            whole = await screenshot(tab, final_format, options.image_quality, fast=fast_final, transparent=False,
-                                     clip=clip, beyond_viewport=True)
-        else:
-            whole = await _capture(tab, clip, beyond=True)
-        return [Slice(whole, 0, round(height * scale))], round(height * scale)
-    return await _by_sections(tab, options, viewport, height, deadline)
+    if options.full_page_scroll is not False:
+        width = max(viewport.width, (await page_size(tab))[0])
+        await scroll_for_lazy_content(tab, options, viewport, height_cap(options, width, scale, max_pixels),
+                                      deadline)
+    width, height = await page_size(tab)
+    width = max(width, viewport.width)
+    height = min(height, height_cap(options, width, scale, max_pixels))
+    device_width = round(width * scale)
+    clip: dict[str, float] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    if options.full_page_algorithm == "by_sections":
+        return await _by_sections(tab, options, viewport, width, height, deadline), device_width, round(height * scale)
+    if final_format is not None:
+        whole = await screenshot(tab, final_format, options.image_quality, fast=fast_final, transparent=False,
+                                 clip=clip, beyond_viewport=True)
+    else:
+        whole = await _capture(tab, clip, beyond=True)
+    return [Slice(whole, 0, round(height * scale))], device_width, round(height * scale)
 
 
-async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, height: int, deadline: float
-                       ) -> tuple[list[Slice], int]:
+async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width: int, height: int,
+                       deadline: float) -> list[Slice]:
     scale = viewport.scale
     section = viewport.height
     await tab.page.evaluate("() => window.scrollTo(0, 0)")
@@ -130,7 +142,10 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, heigh
             raise CaptureTimeout(f"The full-page capture did not finish within timeout ({options.timeout} s).")
         actual = float(await tab.page.evaluate("y => { window.scrollTo(0, y); return window.scrollY; }", top))
         await tab.page.evaluate(_SETTLE)
-        png = await _capture(tab, None, beyond=False)
+        # The view; with horizontal overflow, the whole width of the rows in view.
+        wide = width > viewport.width
+        clip = {"x": 0, "y": actual, "width": width, "height": section, "scale": 1} if wide else None
+        png = await _capture(tab, clip, beyond=wide)
         rows = min(section, height - top)
         # At the bottom the browser cannot scroll as far as asked: skip what was already taken.
         slices.append(Slice(png, round((top - actual) * scale), round(rows * scale)))
@@ -138,4 +153,4 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, heigh
             await tab.page.evaluate(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
         top += section
     await tab.page.evaluate("() => window.scrollTo(0, 0)")
-    return slices, sum(s.rows for s in slices)
+    return slices

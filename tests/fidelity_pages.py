@@ -58,7 +58,9 @@ def layout(height: int, viewport_height: int) -> list[tuple[str, int]]:
 def tall(query: dict[str, list[str]]) -> str:
     height = int(query["height"][0])
     viewport_height = int(query["vh"][0])
-    parts = []
+    wide = int(query.get("wide", ["0"])[0])  # a page wider than its viewport: a bar this wide at the bottom
+    parts = [f'<div style="position:absolute;left:0;top:{height - 60}px;width:{wide}px;height:20px;'
+             f'background:rgb{MAGENTA}"></div>'] if wide else []
     for kind, y in layout(height, viewport_height):
         if kind == "vh":
             gap = -(-(y + viewport_height) // ROW) * ROW - (y + viewport_height)

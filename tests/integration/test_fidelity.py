@@ -48,12 +48,12 @@ def runs(image: pyvips.Image, x: int, colour: tuple[int, int, int], scale: int) 
     return [(round(top / scale), round(bottom / scale)) for top, bottom in found]
 
 
-def check_tall_page(shot: pyvips.Image, height: int, viewport: tuple[int, int], scale: int) -> None:
+def check_tall_page(shot: pyvips.Image, height: int, viewport: tuple[int, int], scale: int, wide: int = 0) -> None:
     """Read the capture of the tall page: every row once in its place, the fixed header and footer where
     the first screen has them, each `100vh` section one viewport tall, each sticky bar once where the
     document puts it, every lazy image loaded."""
     width, viewport_height = viewport
-    assert (shot.width, shot.height) == (width * scale, height * scale)
+    assert (shot.width, shot.height) == (max(width, wide) * scale, height * scale)
     blocks = pages.layout(height, viewport_height)
     for kind, y in blocks:
         if kind in ("row", "lazy"):
@@ -85,4 +85,31 @@ def test_full_page_is_what_a_person_scrolling_sees(client: httpx.Client, org: Or
     reference = plain.capture(url, width=viewport[0], height=viewport[1], scale=scale, full_page=True,
                               scroll_delay_ms=100)
     check_tall_page(reference, height, viewport, scale)  # the page is right: Playwright draws it so too
+    assert differing_pixels(shot, reference) == 0
+
+
+@pytest.mark.parametrize("algorithm", ["default", "by_sections"])
+def test_full_page_is_as_wide_as_the_page(client: httpx.Client, org: Org, site: Site, plain: PlainBrowser,
+                                          algorithm: str) -> None:
+    """A page wider than the viewport: as in Playwright, the full page holds its whole width."""
+    url = site.url("/fidelity/tall.html?height=3000&vh=600&wide=1300")
+    shot = take(client, org, url=url, full_page="true", full_page_algorithm=algorithm, viewport_width=1000,
+                viewport_height=600, full_page_scroll_delay=100)
+    check_tall_page(shot, 3000, (1000, 600), 1, wide=1300)
+    assert rgb_at(shot, 1290, 3000 - 50)[:3] == pages.MAGENTA
+    reference = plain.capture(url, width=1000, height=600, full_page=True, scroll_delay_ms=100)
+    assert differing_pixels(shot, reference) == 0
+
+
+# --- saved real pages -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", pages.REAL_PAGES)
+@pytest.mark.parametrize("full_page", [False, True], ids=["viewport", "full-page"])
+def test_real_pages_are_drawn_as_a_plain_browser_draws_them(client: httpx.Client, org: Org, site: Site,
+                                                           plain: PlainBrowser, name: str, full_page: bool) -> None:
+    url = site.url(f"/real/{name}.html")
+    params = {"full_page": "true", "full_page_scroll": "false"} if full_page else {}
+    shot = take(client, org, url=url, **params)
+    reference = plain.capture(url, full_page=full_page)
     assert differing_pixels(shot, reference) == 0
