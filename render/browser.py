@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
 
+from render.client_hints import user_agent_override
 from render.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
 from render.egress import web_origin
 from render.settings import RenderSettings
@@ -68,6 +69,9 @@ CHROMIUM_ARGS = [
     # so around the network policy. With this policy it uses only what goes through the proxy (TURN over a
     # CONNECT tunnel, which the policy checks); measured: a page's STUN requests to loopback stopped.
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    # navigator.webdriver is true under automation, and some pages and consent banners hide from such
+    # visitors; a screenshot shows what people see (issue 19).
+    "--disable-blink-features=AutomationControlled",
 ]
 # Playwright's own lists (its chromiumSwitches, version pinned in requirements.lock; a unit test checks they
 # are still complete). Playwright puts them on the command line first, so ours, last, must repeat them.
@@ -244,7 +248,12 @@ class BrowserSupervisor:
     @property
     def chrome_major(self) -> str:
         """Major version of the running Chromium, for user agents that match it."""
-        return self._browser.version.split(".")[0] if self._browser else "0"
+        return self.chrome_version.split(".")[0]
+
+    @property
+    def chrome_version(self) -> str:
+        """Full version of the running Chromium ("156.0.8078.79")."""
+        return self._browser.version if self._browser else "0.0.0.0"
 
     async def _ensure_browser(self) -> Browser:
         if self._browser is not None and self._browser.is_connected():
@@ -295,11 +304,13 @@ class BrowserSupervisor:
             await context.close()
             raise
 
-    @staticmethod
-    async def _new_page(context: BrowserContext) -> Tab:
+    async def _new_page(self, context: BrowserContext) -> Tab:
         page = await context.new_page()
         cdp = await context.new_cdp_session(page)
         tab = Tab(context, page, cdp)
+        # The default agent's client hints: Chrome's brands, not "HeadlessChrome" (render.client_hints).
+        override, _ = user_agent_override(desktop_user_agent(self.chrome_major), self.chrome_version)
+        await cdp.send("Emulation.setUserAgentOverride", override)
         page.once("crash", lambda _page: setattr(tab, "crashed", True))
         cdp.on("Fetch.requestPaused", tab.paused)
         await cdp.send("Fetch.enable", CREDENTIAL_URLS)

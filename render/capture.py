@@ -69,7 +69,7 @@ class Environment:
 
     settings: RenderSettings
     policy: NetworkPolicy
-    chrome_major: str
+    chrome_version: str  # the running Chromium's, "156.0.8078.79"
     egress: EgressProxy | None = None
     lists: FilterLists = field(default_factory=FilterLists)
 
@@ -114,7 +114,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     if options.url is not None:
         await check_main_url(options.url, env.policy)
     check_viewport_size(options, env.settings)
-    await emulate(tab, options.viewport, env.chrome_major)
+    await emulate(tab, options.viewport, env.chrome_version)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
     annoyances = Annoyances(options)

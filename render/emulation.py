@@ -8,6 +8,7 @@ CDP itself and never calls Playwright's viewport APIs on these tabs.
 from __future__ import annotations
 
 from render.browser import Tab
+from render.client_hints import HIDE_USER_AGENT_DATA, user_agent_override
 from render.devices import Viewport
 from render.options import TakeOptions
 
@@ -15,8 +16,9 @@ DEFAULT_VIEWPORT = Viewport()
 MAX_TOUCH_POINTS = 5
 
 
-async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
-    """Make the tab's page see this viewport, scale, mobile mode, touch and user agent."""
+async def emulate(tab: Tab, viewport: Viewport, chrome_version: str) -> None:
+    """Make the tab's page see this viewport, scale, mobile mode, touch and user agent (with the client
+    hints and navigator.platform that agent's browser has: render.client_hints)."""
     if viewport == DEFAULT_VIEWPORT:
         return  # prepared tabs start out like this
     tab.dirty = True
@@ -28,15 +30,19 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_major: str) -> None:
         "mobile": viewport.mobile,
         "screenWidth": viewport.width,
         "screenHeight": viewport.height,
-        "screenOrientation": {"type": "landscapePrimary", "angle": 90} if landscape
+        # A phone held sideways is turned 90 degrees; a desktop's screen is landscape as it stands.
+        "screenOrientation": {"type": "landscapePrimary", "angle": 90 if viewport.mobile else 0} if landscape
         else {"type": "portraitPrimary", "angle": 0},
     })
     if viewport.touch:
         await tab.cdp.send("Emulation.setTouchEmulationEnabled",
                            {"enabled": True, "maxTouchPoints": MAX_TOUCH_POINTS})
     if viewport.user_agent:
-        await tab.cdp.send("Emulation.setUserAgentOverride",
-                           {"userAgent": viewport.user_agent.format(chrome=chrome_major)})
+        agent = viewport.user_agent.format(chrome=chrome_version.split(".")[0])
+        override, without_client_hints = user_agent_override(agent, chrome_version)
+        await tab.cdp.send("Emulation.setUserAgentOverride", override)
+        if without_client_hints:
+            await tab.page.add_init_script(HIDE_USER_AGENT_DATA)
 
 
 async def emulate_page(tab: Tab, options: TakeOptions) -> None:

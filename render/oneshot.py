@@ -21,7 +21,7 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
     try:
         tab = await supervisor.acquire()
         try:
-            env = Environment(settings, policy, supervisor.chrome_major, egress)
+            env = Environment(settings, policy, supervisor.chrome_version, egress)
             return await capture(options, tab, env, time.monotonic() + options.timeout)
         finally:
             await tab.close()

@@ -173,7 +173,7 @@ class WorkerRuntime:
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                env = Environment(self.settings, self.policy, self.supervisor.chrome_major, self.egress, self.lists)
+                env = Environment(self.settings, self.policy, self.supervisor.chrome_version, self.egress, self.lists)
                 return await work(tab, env, deadline)
         except Exception as error:
             if tab.crashed:  # whatever step failed, and however, the page's renderer had died

@@ -95,6 +95,29 @@ TILE = (f'<svg xmlns="http://www.w3.org/2000/svg" width="80" height="80">'
         f'<rect width="80" height="80" fill="rgb{MAGENTA}"/></svg>').encode()
 
 
+# Writes every signal a site reads to tell a phone from a desktop, and a person from a robot, into #signals
+# (read back with format=html), with the headers a request of the page carries.
+SIGNALS = """<!DOCTYPE html><html><head><title>signals</title></head><body><pre id="signals"></pre><script>
+(async () => {
+  const data = navigator.userAgentData;
+  const signals = {
+    userAgent: navigator.userAgent, webdriver: navigator.webdriver, maxTouchPoints: navigator.maxTouchPoints,
+    ontouchstart: 'ontouchstart' in window, platform: navigator.platform,
+    screen: [screen.width, screen.height], availScreen: [screen.availWidth, screen.availHeight],
+    inner: [innerWidth, innerHeight], dpr: devicePixelRatio,
+    orientation: screen.orientation ? [screen.orientation.type, screen.orientation.angle] : null,
+    coarse: matchMedia('(pointer: coarse)').matches, hover: matchMedia('(hover: hover)').matches,
+    landscape: matchMedia('(orientation: landscape)').matches,
+    userAgentData: data ? {brands: data.brands, mobile: data.mobile, platform: data.platform,
+      high: await data.getHighEntropyValues(['architecture', 'bitness', 'model', 'platformVersion',
+                                             'fullVersionList', 'formFactors', 'wow64'])} : null,
+    headers: (await (await fetch('/echo')).json()).headers,  // what a request of the page carries
+  };
+  document.getElementById('signals').textContent = JSON.stringify(signals);
+})();
+</script></body></html>"""
+
+
 def real_page(name: str) -> bytes:
     return gzip.decompress((REAL_PAGES_DIR / f"{name}.html.gz").read_bytes())
 
@@ -103,6 +126,9 @@ def routes() -> dict[str, Any]:
     table: dict[str, Any] = {
         "/fidelity/tall.html": lambda q: (200, "text/html; charset=utf-8", tall(q).encode()),
         "/fidelity/tile.svg": lambda q: (200, "image/svg+xml", TILE),
+        "/fidelity/signals.html": lambda q: (200, "text/html; charset=utf-8", SIGNALS.encode(),
+                                             {"Accept-CH": "Sec-CH-UA-Platform-Version, Sec-CH-UA-Model, "
+                                              "Sec-CH-UA-Full-Version-List, Sec-CH-UA-Arch"}),
     }
     for name in REAL_PAGES:
         table[f"/real/{name}.html"] = (lambda n: lambda q: (200, "text/html; charset=utf-8", real_page(n),

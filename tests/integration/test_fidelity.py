@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 import pyvips
 
+from render.devices import DEVICES
 from tests import fidelity_pages as pages
 from tests.conftest import Org
 from tests.images import decode, rgb_at
@@ -113,3 +118,103 @@ def test_real_pages_are_drawn_as_a_plain_browser_draws_them(client: httpx.Client
     shot = take(client, org, url=url, **params)
     reference = plain.capture(url, full_page=full_page)
     assert differing_pixels(shot, reference) == 0
+
+
+# --- presets whose every signal agrees ------------------------------------------------------------------
+
+
+def signals(client: httpx.Client, org: Org, site: Site, **params: object) -> dict:
+    response = client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": site.url("/fidelity/signals.html"), "format": "html",
+        "wait_for_selector": "#signals:not(:empty)", **params})
+    assert response.status_code == 200, (params, response.text)
+    found = re.search(r'<pre id="signals">(.*?)</pre>', response.text, re.S)
+    assert found is not None, response.text
+    return dict(json.loads(html.unescape(found.group(1))))
+
+
+def sec_ch_ua(brands: list[dict[str, str]]) -> str:
+    return ", ".join(f'"{entry["brand"]}";v="{entry["version"]}"' for entry in brands)
+
+
+def check_agreement(seen: dict, *, user_agent: str, width: int, height: int, scale: float, mobile: bool,
+                    touch: bool) -> None:
+    """Every signal of `seen` tells the same story as the user agent and the viewport."""
+    headers = seen["headers"]
+    assert seen["userAgent"] == headers["user-agent"] == user_agent
+    assert seen["webdriver"] is False
+    assert seen["screen"] == [width, height]  # turned with the device: landscape is wider than tall
+    assert seen["dpr"] == pytest.approx(scale)
+    landscape = width > height
+    assert seen["landscape"] is landscape
+    assert seen["orientation"] == (["landscape-primary", 90 if mobile else 0] if landscape
+                                   else ["portrait-primary", 0])
+    assert (seen["maxTouchPoints"] > 0) is touch and seen["coarse"] is touch and seen["hover"] is not touch
+    chrome = re.search(r"Chrome/(\d+)", user_agent)
+    if chrome is None:  # Safari, Silk: browsers without client hints
+        assert seen["userAgentData"] is None
+        assert not [name for name in headers if name.startswith("sec-ch-ua")]
+        return
+    data = seen["userAgentData"]
+    assert "Headless" not in json.dumps(data)
+    assert [entry["brand"] for entry in data["brands"] if "Brand" not in entry["brand"]] in (
+        ["Chromium", "Google Chrome"], ["Google Chrome", "Chromium"])
+    assert {entry["version"] for entry in data["brands"] if "Brand" not in entry["brand"]} == {chrome.group(1)}
+    assert headers["sec-ch-ua"] == sec_ch_ua(data["brands"])
+    android = re.search(r"Android ([\d.]+); ([^;)]+)", user_agent)
+    phone = android is not None and " Mobile " in user_agent
+    assert data["mobile"] is phone and headers["sec-ch-ua-mobile"] == ("?1" if phone else "?0")
+    platform = ("Android" if android else "Windows" if "Windows" in user_agent
+                else "macOS" if "Mac OS X" in user_agent else "Linux")
+    assert data["platform"] == platform and headers["sec-ch-ua-platform"] == f'"{platform}"'
+    # A reduced agent ("Android 10; K") names no model: nothing to report.
+    assert data["high"]["model"] == (android.group(2) if android and android.group(2) != "K" else "")
+    assert data["high"]["formFactors"] == ["Mobile" if phone else "Tablet" if android else "Desktop"]
+    navigator_platform = {"Android": "Linux armv81", "Windows": "Win32", "macOS": "MacIntel"}
+    assert seen["platform"] == navigator_platform.get(platform, "Linux x86_64")
+
+
+def test_every_preset_tells_one_story(client: httpx.Client, org: Org, site: Site) -> None:
+    """User agent, userAgentData, Sec-CH-UA headers, navigator.platform, touch, screen and orientation
+    agree for every preset, portrait and landscape, and nothing says "automated" or "headless"."""
+    with ThreadPoolExecutor(2) as pool:  # two at a time, so the queue is never empty between jobs
+        seen = dict(zip(sorted(DEVICES), pool.map(lambda name: signals(client, org, site, viewport_device=name),
+                                                  sorted(DEVICES)), strict=True))
+    major = seen["desktop_hd"]["userAgent"].split("Chrome/")[1].split(".")[0]
+    for name, found in seen.items():
+        device = DEVICES[name]
+        try:
+            check_agreement(found, user_agent=device.user_agent.format(chrome=major), width=device.width,
+                            height=device.height, scale=device.scale, mobile=device.mobile, touch=device.touch)
+        except AssertionError as failure:
+            raise AssertionError(f"{name}: {failure}") from failure
+        if name.startswith("iphone"):
+            assert found["platform"] == "iPhone"
+
+
+@pytest.mark.parametrize("user_agent", [
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
+    "Safari/537.36",
+    "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile "
+    "Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 "
+    "Safari/605.1.15",
+], ids=["windows-chrome-120", "android-chrome-131", "mac-safari"])
+def test_a_custom_user_agent_gets_its_own_client_hints(client: httpx.Client, org: Org, site: Site,
+                                                        user_agent: str) -> None:
+    seen = signals(client, org, site, user_agent=user_agent)
+    check_agreement(seen, user_agent=user_agent, width=1280, height=1024, scale=1, mobile=False, touch=False)
+
+
+def test_the_default_is_chrome_as_people_run_it(client: httpx.Client, org: Org, site: Site,
+                                                plain: PlainBrowser) -> None:
+    """No preset: desktop Chrome on Linux; the brand list is Chromium's own (same GREASE brand, same
+    order, measured from the plain browser) with "Google Chrome" where the headless build says
+    "HeadlessChrome"."""
+    seen = signals(client, org, site)
+    check_agreement(seen, user_agent=seen["userAgent"], width=1280, height=1024, scale=1, mobile=False,
+                    touch=False)
+    own = plain.evaluate(site.url("/fidelity/tile.svg"), "navigator.userAgentData.brands")
+    assert [entry["brand"] for entry in own if "Brand" in entry["brand"]]  # the headless build's GREASE brand
+    expected = [{**entry, "brand": "Google Chrome"} if entry["brand"] == "HeadlessChrome" else entry for entry in own]
+    assert seen["userAgentData"]["brands"] == expected

@@ -31,7 +31,7 @@ async def shoot(supervisor: BrowserSupervisor) -> bytes:
     options = parse_take_options({"html": HTML, "viewport_width": "50", "viewport_height": "50"})
     tab = await supervisor.acquire()
     try:
-        env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+        env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
         output = await capture(options, tab, env, time.monotonic() + 30)
     finally:
         supervisor.release_soon(tab)
@@ -111,7 +111,7 @@ def test_png_compression_changes_the_bytes_never_the_pixels() -> None:
         supervisor = BrowserSupervisor(RenderSettings(png_compression=compression))  # type: ignore[arg-type]
         try:
             tab = await supervisor.acquire()
-            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
             return (await capture(options, tab, env, time.monotonic() + 30)).body
         finally:
             await supervisor.close()
@@ -191,7 +191,7 @@ def test_low_memory_mode_caps_the_javascript_heap_and_keeps_every_pixel() -> Non
         supervisor = BrowserSupervisor(RenderSettings(chromium_low_memory=low_memory))
         try:
             tab = await supervisor.acquire()
-            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_major)
+            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
             limit = await tab.page.evaluate("performance.memory.jsHeapSizeLimit")
             return (await capture(options, tab, env, time.monotonic() + 30)).body, limit
         finally:
