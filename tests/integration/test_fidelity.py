@@ -218,3 +218,29 @@ def test_the_default_is_chrome_as_people_run_it(client: httpx.Client, org: Org, 
     assert [entry["brand"] for entry in own if "Brand" in entry["brand"]]  # the headless build's GREASE brand
     expected = [{**entry, "brand": "Google Chrome"} if entry["brand"] == "HeadlessChrome" else entry for entry in own]
     assert seen["userAgentData"]["brands"] == expected
+
+
+# --- every format, at its lowest and highest quality ----------------------------------------------------
+
+
+def mean_difference(image: pyvips.Image, reference: pyvips.Image, shrink: int = 1) -> float:
+    """Mean absolute difference per pixel and band (0-255), after shrinking both by `shrink`."""
+    image = (image.flatten(background=[255, 255, 255]) if image.hasalpha() else image)[:3]
+    reference = reference[:3]
+    if shrink > 1:
+        image, reference = image.shrink(shrink, shrink), reference.shrink(shrink, shrink)
+    return float((image.cast("float") - reference.cast("float")).abs().avg())
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "webp", "png", "avif", "heif", "tiff", "jp2"])
+def test_every_quality_gives_a_recognisable_picture(client: httpx.Client, org: Org, site: Site, fmt: str) -> None:
+    """Lossy, but the page: at quality 0 and 1 every format still shows the PNG's page (an eighth-size
+    view differs by a few levels at most), at 100 it is close to the PNG pixel for pixel."""
+    url = site.url("/real/wikipedia.html")
+    reference = take(client, org, url=url, viewport_width=800, viewport_height=600)
+    for quality, whole, eighth in ((0, 16, 6), (1, 16, 6), (100, 1.5, 1)):
+        shot = take(client, org, url=url, viewport_width=800, viewport_height=600, format=fmt,
+                    image_quality=quality)
+        assert (shot.width, shot.height) == (800, 600)
+        found = (mean_difference(shot, reference), mean_difference(shot, reference, 8))
+        assert found[0] <= whole and found[1] <= eighth, (quality, found)
