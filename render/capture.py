@@ -15,7 +15,7 @@ from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
-from render.documents import html_to_markdown
+from render.documents import VISIBLE_DOCUMENT, html_to_markdown
 from render.egress import REFUSED_HEADER, EgressProxy, Upstream
 from render.emulation import emulate, emulate_page
 from render.errors import (
@@ -149,7 +149,7 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     elif options.format == "html":
         output = Output((await tab.page.content()).encode(), "html", imaging.CONTENT_TYPES["html"])
     else:
-        markdown = html_to_markdown(await tab.page.content())
+        markdown = html_to_markdown(await tab.page.evaluate(VISIBLE_DOCUMENT))
         output = Output(markdown.encode(), "markdown", imaging.CONTENT_TYPES["markdown"])
     if metadata.wanted(options):
         output.metadata = await metadata.collect(tab, options, loaded.response)

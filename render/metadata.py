@@ -10,7 +10,7 @@ from typing import Any
 from playwright.async_api import Page, Response
 
 from render.browser import Tab
-from render.documents import html_to_markdown
+from render.documents import VISIBLE_DOCUMENT, html_to_markdown
 from render.options import TakeOptions
 
 # og:* properties; a property given more than once becomes a list, in page order.
@@ -112,10 +112,9 @@ async def collect(tab: Tab, options: TakeOptions, response: Response | None) -> 
 
 async def content(page: Page, options: TakeOptions) -> tuple[bytes, str, str]:
     """The page as `metadata_content_format`: (body, extension, content type)."""
-    html = await page.content()
     if options.metadata_content_format == "markdown":
-        return html_to_markdown(html).encode(), "md", "text/markdown; charset=utf-8"
-    return html.encode(), "html", "text/html; charset=utf-8"
+        return html_to_markdown(await page.evaluate(VISIBLE_DOCUMENT)).encode(), "md", "text/markdown; charset=utf-8"
+    return (await page.content()).encode(), "html", "text/html; charset=utf-8"
 
 
 async def rendered_fonts(tab: Tab) -> list[str]:

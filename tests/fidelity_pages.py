@@ -118,6 +118,29 @@ SIGNALS = """<!DOCTYPE html><html><head><title>signals</title></head><body><pre 
 </script></body></html>"""
 
 
+# A page laid out with tables, as old forums and news aggregators are: an outer table for the frame, a
+# nested one per story with paragraphs in its cells; and one real data table that must stay a table.
+TABLE_LAYOUT = """<!DOCTYPE html><html><head><title>tables</title></head><body>
+<table width="85%" cellpadding="0" cellspacing="0"><tr><td><table><tr><td><b>Site News</b></td>
+<td>new | past | comments</td></tr></table></td></tr><tr><td><table>""" + "".join(
+    f"""<tr><td class="rank">{i}.</td><td><p><a href="/story/{i}">Story number {i} about tables</a></p>
+<p>Story {i} has a paragraph of its own that reads as text, not as a table cell.</p></td></tr>"""
+    for i in range(1, 41)) + """</table></td></tr></table>
+<table><tr><th>Year</th><th>Stories</th></tr><tr><td>2025</td><td>40</td></tr></table></body></html>"""
+
+# A page whose script writes script source as text into hidden places, next to what is seen.
+HIDDEN_TEXT = """<!DOCTYPE html><html><head><title>hidden</title></head><body>
+<h1>What people see</h1><p>A visible paragraph.</p>
+<div id="stash" style="display:none"></div><div id="ghost" style="visibility:hidden">ghost text
+<span style="visibility:visible">shown inside a hidden box</span></div>
+<details><summary>More</summary><p>folded text</p></details>
+<div style="display:contents"><p>contents child</p></div>
+<script>
+document.getElementById('stash').textContent = '<script src="https://cdn.example/tracker.js"></' + 'script>';
+document.write('<div hidden>&lt;script&gt;var hiddenTracker = 1;&lt;/script&gt;</div>');
+</script></body></html>"""
+
+
 def real_page(name: str) -> bytes:
     return gzip.decompress((REAL_PAGES_DIR / f"{name}.html.gz").read_bytes())
 
@@ -126,6 +149,8 @@ def routes() -> dict[str, Any]:
     table: dict[str, Any] = {
         "/fidelity/tall.html": lambda q: (200, "text/html; charset=utf-8", tall(q).encode()),
         "/fidelity/tile.svg": lambda q: (200, "image/svg+xml", TILE),
+        "/fidelity/table-layout.html": lambda q: (200, "text/html; charset=utf-8", TABLE_LAYOUT.encode()),
+        "/fidelity/hidden-text.html": lambda q: (200, "text/html; charset=utf-8", HIDDEN_TEXT.encode()),
         "/fidelity/signals.html": lambda q: (200, "text/html; charset=utf-8", SIGNALS.encode(),
                                              {"Accept-CH": "Sec-CH-UA-Platform-Version, Sec-CH-UA-Model, "
                                               "Sec-CH-UA-Full-Version-List, Sec-CH-UA-Arch"}),

@@ -244,3 +244,59 @@ def test_every_quality_gives_a_recognisable_picture(client: httpx.Client, org: O
         assert (shot.width, shot.height) == (800, 600)
         found = (mean_difference(shot, reference), mean_difference(shot, reference, 8))
         assert found[0] <= whole and found[1] <= eighth, (quality, found)
+
+
+# --- Markdown that reads like the page ------------------------------------------------------------------
+
+
+def markdown(client: httpx.Client, org: Org, url: str) -> str:
+    response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url,
+                                                          "format": "markdown"})
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+def test_a_page_laid_out_with_tables_reads_as_text(client: httpx.Client, org: Org, site: Site) -> None:
+    text = markdown(client, org, site.url("/fidelity/table-layout.html"))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) < 200, max(lines, key=len)[:300]
+    assert "[Story number 7 about tables](/story/7)" in lines
+    assert "Story 7 has a paragraph of its own that reads as text, not as a table cell." in lines
+    assert "| Year | Stories |" in lines and "| 2025 | 40 |" in lines  # a data table stays a table
+
+
+def test_markdown_holds_only_what_is_seen(client: httpx.Client, org: Org, site: Site) -> None:
+    text = markdown(client, org, site.url("/fidelity/hidden-text.html"))
+    assert "# What people see" in text and "A visible paragraph." in text
+    assert "shown inside a hidden box" in text and "contents child" in text and "More" in text
+    for unseen in ("script", "tracker", "ghost text", "folded text"):
+        assert unseen not in text, unseen
+
+
+@pytest.mark.parametrize("name", pages.REAL_PAGES)
+def test_markdown_of_real_pages_has_no_unseen_text(client: httpx.Client, org: Org, site: Site,
+                                                   plain: PlainBrowser, name: str) -> None:
+    """Text of elements a plain browser does not draw (long enough to be unmistakable) is not in the
+    Markdown; what it draws is, and no line is a whole page."""
+    url = site.url(f"/real/{name}.html")
+    text = markdown(client, org, url)
+    drawn, unseen = plain.evaluate(url, """() => {
+      const seen = element => element.checkVisibility({visibilityProperty: true});
+      const hidden = [...document.body.querySelectorAll('*')].filter(element => !seen(element)
+          && getComputedStyle(element).display === 'none' && element.tagName !== 'SCRIPT'
+          && element.tagName !== 'STYLE' && element.tagName !== 'NOSCRIPT');
+      const texts = hidden.map(element => element.textContent.trim().replace(/\\s+/g, ' '))
+          .filter(text => text.length >= 60);
+      const headings = [...document.querySelectorAll('h1, h2')].filter(seen)
+          .map(element => element.innerText.trim()).filter(Boolean);
+      return [headings, texts];
+    }""")
+    flat = " ".join(text.split())
+    # The words as read: link targets, emphasis and heading marks away; innerText is after text-transform.
+    words_read = " ".join(re.sub(r"[*_`#\[\]]", "", re.sub(r"\]\([^)]*\)", "]", text)).split()).lower()
+    for heading in drawn:  # its words up to the first mark of markup (a link, an [edit])
+        words = re.match(r"[\w ,.'’-]*", " ".join(heading.split())).group(0).strip()  # type: ignore[union-attr]
+        assert words.lower() in words_read, heading
+    for hidden in unseen:
+        assert hidden[:60] not in flat, hidden[:80]
+    assert max(len(line) for line in text.splitlines()) < 6000
