@@ -67,10 +67,16 @@ ADS_PAGE = SIMPLE_PAGE.replace("</body>", "".join(
     f'<img src="/ads/banner_{i}.gif" width="728" height="90">' for i in range(3)) + "</body>")
 # A long page (the simple page's card 30 times) for the 5 s scroll recording.
 TALL_PAGE = SIMPLE_PAGE.replace("</body>", SIMPLE_PAGE.split("<body>")[1].split("</body>")[0] * 30 + "</body>")
-# 10,000 px tall: 50 blocks of 200 px in alternating colours.
-FULL_PAGE = ("<!DOCTYPE html><html><head><style>body{margin:0}div{height:200px}</style></head><body>"
-             + "".join(f'<div style="background:hsl({(i * 37) % 360},60%,70%)">{i}</div>' for i in range(50))
-             + "</body></html>")
+
+
+def full_page(height: int) -> str:
+    """`height` px tall: blocks of 200 px in alternating colours, each with its number."""
+    return ("<!DOCTYPE html><html><head><style>body{margin:0}div{height:200px}</style></head><body>"
+            + "".join(f'<div style="background:hsl({(i * 37) % 360},60%,70%)">{i}</div>'
+                      for i in range(height // 200))
+            + "</body></html>")
+
+
 FONTS = ["LiberationSerif-Regular", "LiberationSans-Bold", "LiberationMono-Regular", "LiberationSans-Italic",
          "LiberationSerif-Bold", "LiberationMono-Bold"]
 HEAVY_IMAGES = 9
@@ -145,6 +151,11 @@ SCENARIOS = [
              service_params=(("full_page_scroll", "false"),)),
     Scenario("full page 10,000 px, scrolled first (the service's default)", "/bench/full.html",
              full_page=True, plain=False),
+    # Past Chromium's 16,384 px texture size (issue 19): one capture, as Playwright's full_page.
+    Scenario("full page 20,000 px", "/bench/full.html?height=20000", full_page=True,
+             service_params=(("full_page_scroll", "false"),)),
+    Scenario("full page 40,000 px", "/bench/full.html?height=40000", full_page=True,
+             service_params=(("full_page_scroll", "false"),)),
     Scenario("page with ads", "/bench/ads.html"),
     Scenario("page with ads, block_ads", "/bench/ads.html", service_params=(("block_ads", "true"),), plain=False),
 ]
@@ -373,7 +384,7 @@ def serve_bench_pages() -> None:
     ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
     ROUTES["/bench/ads.html"] = lambda query: _html(ADS_PAGE)
     ROUTES["/bench/tall.html"] = lambda query: _html(TALL_PAGE)
-    ROUTES["/bench/full.html"] = lambda query: _html(FULL_PAGE)
+    ROUTES["/bench/full.html"] = lambda query: _html(full_page(int(query.get("height", ["10000"])[0])))
     ROUTES["/bench/heavy.html"] = lambda query: _html(HEAVY_PAGE)
     for i in range(9):
         ROUTES[f"/bench/img/{i}.gif"] = lambda query: (200, "image/gif", GIF)

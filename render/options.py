@@ -145,8 +145,9 @@ class TakeOptions(BaseModel):
     full_page_max_height: int | None = param(None, "Full page", "Caps the captured height in CSS pixels.",
                                              shown_default="what SCREENSHOT_MAX_IMAGE_PIXELS allows", ge=1)
     full_page_algorithm: Literal["default", "by_sections"] = param(
-        "default", "Full page", "default: native capture (pages over 16,384 device pixels in tall "
-        "sections); by_sections: one viewport at a time, stitched. Fixed and sticky elements appear once.")
+        "default", "Full page", "default: one native capture of the whole page, at any height; by_sections: "
+        "one viewport at a time, stitched. Fixed elements appear where the first screen has them, sticky ones "
+        "where the document puts them, each once.")
 
     # Selector and scrolling
     selector: str | None = param(None, "Selector", "Only this element is output; `shadow/` prefix "
