@@ -73,10 +73,11 @@ class Slice:
     rows: int
 
 
-async def page_size(tab: Tab) -> tuple[int, int]:
-    """The document's width (at least the viewport's) and height, in CSS pixels."""
+async def page_size(tab: Tab, viewport: Viewport) -> tuple[int, int]:
+    """The document's width (at least the viewport's; a phone's page without a viewport meta tag is laid
+    out 980 wide, and is that wide, as in Playwright) and height, in CSS pixels."""
     width, height = await tab.page.evaluate(_SIZE)
-    return int(width), int(height)
+    return max(int(width), viewport.width), int(height)
 
 
 def height_cap(options: TakeOptions, width: int, scale: float, max_pixels: int) -> int:
@@ -91,7 +92,7 @@ async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: View
     step = options.full_page_scroll_by or viewport.height
     stop_at = time.monotonic() + max(0.0, deadline - time.monotonic()) * SCROLL_TIME_SHARE
     position = 0
-    while position < min((await page_size(tab))[1], cap) and time.monotonic() < stop_at:
+    while position < min((await page_size(tab, viewport))[1], cap) and time.monotonic() < stop_at:
         await tab.page.evaluate("y => window.scrollTo(0, y)", position)
         await asyncio.sleep(options.full_page_scroll_delay / 1000)
         position += step
@@ -111,11 +112,10 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
     in one capture comes in that format, encoded once (`fast_final`: for speed rather than size)."""
     scale = viewport.scale
     if options.full_page_scroll is not False:
-        width = max(viewport.width, (await page_size(tab))[0])
+        width = (await page_size(tab, viewport))[0]
         await scroll_for_lazy_content(tab, options, viewport, height_cap(options, width, scale, max_pixels),
                                       deadline)
-    width, height = await page_size(tab)
-    width = max(width, viewport.width)
+    width, height = await page_size(tab, viewport)
     height = min(height, height_cap(options, width, scale, max_pixels))
     device_width = round(width * scale)
     clip: dict[str, float] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
