@@ -1,32 +1,47 @@
-"""Cookie banners and chat widgets: known platforms from rules files, the rest by heuristics.
+"""Cookie banners, chat widgets and other overlays: refused or hidden before the capture.
 
-Known platforms are data (`render/rules/cookie_banners.toml`, `render/rules/chats.toml`): requests to
-their hosts and paths are blocked along with the job's other blocking rules, their UI is hidden by a
-style sheet installed before the page's own scripts run, and the scroll lock they leave on <html> or
-<body> is undone after load. `block_banners_by_heuristics` finds other overlays by what they look like
-and say (render/js/annoyances.js).
+- `block_cookie_banners`: DuckDuckGo's autoconsent opts out of the banner, or hides it where it cannot
+  (render/consent.py). Whatever banner is still up when the page is captured is hidden on evidence
+  (render/js/annoyances.js: on top of the page, consent wording, a consent action among its own
+  controls), and what banners leave behind is undone: the backdrop, a blur on the page, the scroll lock.
+- `block_chats`: chat widgets of known vendors (`render/rules/chats.toml`): requests to their hosts are
+  blocked along with the job's other blocking rules, their UI is hidden by a style sheet installed before
+  the page's own scripts run, and the scroll lock they leave is undone after load.
+- `block_banners_by_heuristics`: the same evidence-based hiding of consent banners without autoconsent,
+  and sign-up overlays that ask for an e-mail address.
+
+Both checks run after load and again just before the capture (banners often come after `load`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
+from render.consent import Consent, RuleSet
 from render.options import TakeOptions
 from render.styles import style_sheet_init_script
 
+LOG = logging.getLogger(__name__)
 RULES_DIR = Path(__file__).parent / "rules"
 _PAGE_SIDE = (Path(__file__).parent / "js" / "annoyances.js").read_text()
+# A banner still up after load that autoconsent has not taken yet: how long autoconsent gets to take it
+# (its heuristic looks again about 500 ms after its first look) before it is hidden instead.
+HANDOVER_SECONDS = 1.5
 
 
 @dataclass(frozen=True)
 class Platform:
-    """One consent platform or chat widget, as its rules file describes it."""
+    """One chat widget, as its rules file describes it."""
 
     name: str
     hosts: tuple[str, ...] = ()
@@ -42,7 +57,7 @@ class Platform:
 
 @cache
 def platforms(kind: str) -> tuple[Platform, ...]:
-    """The platforms of one rules file (`cookie_banners` or `chats`), read once per process."""
+    """The platforms of one rules file (`chats`), read once per process."""
     with (RULES_DIR / f"{kind}.toml").open("rb") as rules:
         tables = tomllib.load(rules)
     return tuple(Platform(name, **{field: tuple(values) for field, values in table.items()})
@@ -54,17 +69,24 @@ def wanted(options: TakeOptions) -> bool:
 
 
 class Annoyances:
-    """What one job hides: the platforms its options name, and the heuristics when asked."""
+    """What one job refuses or hides: the options it names, with the installed autoconsent (`consent_rules`;
+    None when it is not installed, then only the evidence-based hiding runs)."""
 
-    def __init__(self, options: TakeOptions) -> None:
-        kinds = [kind for kind, wanted_kind in (("cookie_banners", options.block_cookie_banners),
-                                                ("chats", options.block_chats)) if wanted_kind]
-        self.platforms = [platform for kind in kinds for platform in platforms(kind)]
+    def __init__(self, options: TakeOptions, consent_rules: RuleSet | None = None) -> None:
+        self.platforms = list(platforms("chats")) if options.block_chats else []
+        self.cookie_banners = options.block_cookie_banners
         self.heuristics = options.block_banners_by_heuristics
+        self.consent = Consent(consent_rules) if options.block_cookie_banners and consent_rules else None
         self._selectors = [selector for platform in self.platforms for selector in platform.hide]
+        self.hidden = 0  # banners hidden on evidence, for the tests and the log
+
+    @property
+    def changes_page(self) -> bool:
+        """Whether the page gets init scripts or bindings (the tab is not reused as is afterwards)."""
+        return bool(self.platforms or self.consent)
 
     def blocks(self, url: str) -> bool:
-        """Whether a request loads one of the job's platforms."""
+        """Whether a request loads one of the job's chat widgets."""
         if not self.platforms:
             return False
         parts = urlsplit(url)
@@ -81,15 +103,43 @@ class Annoyances:
         return "\n".join(rules)
 
     async def install(self, page: Page) -> None:
-        """Before loading: the style sheet goes into every document from its start."""
+        """Before loading: autoconsent and the chat widgets' style sheet go into every document."""
+        if self.consent is not None:
+            await self.consent.install(page)
         if self.platforms:
             await page.add_init_script(style_sheet_init_script(self.style_sheet()))
 
-    async def clear(self, page: Page) -> int:
-        """After loading: undo the platforms' scroll locks and apply the heuristics.
-        Returns how many elements the heuristics hid."""
+    async def clear(self, page: Page, deadline: float) -> None:
+        """After loading, and again before the capture: let autoconsent finish what it started, give it a
+        banner it has not taken yet, hide what is left and undo what banners left behind."""
         if self._selectors:
-            await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", ["unlockAfterPlatforms", self._selectors])
-        if self.heuristics:
-            return int(await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", ["hideByHeuristics", None]))
-        return 0
+            await self._page_side(page, "unlockAfterPlatforms", self._selectors)
+        if not (self.cookie_banners or self.heuristics):
+            return
+        sign_up = self.heuristics
+        if self.consent is not None:
+            await self.consent.settle(deadline)
+            if await self._page_side(page, "countBanners", sign_up):
+                await self._hand_over(page, sign_up, deadline)
+        seen = self.consent is not None and self.consent.found_banner
+        self.hidden += int(await self._page_side(page, "hideBanners", {"signUp": sign_up, "seen": seen}) or 0)
+
+    async def _hand_over(self, page: Page, sign_up: bool, deadline: float) -> None:
+        """A banner is up that autoconsent has not taken: wait for it to opt out (its heuristic or a rule
+        that needed the banner on screen), at most HANDOVER_SECONDS."""
+        assert self.consent is not None
+        limit = min(time.monotonic() + HANDOVER_SECONDS, deadline)
+        while time.monotonic() < limit:
+            await asyncio.sleep(0.1)
+            if self.consent.busy(time.monotonic()):
+                await self.consent.settle(deadline)
+            if not await self._page_side(page, "countBanners", sign_up):
+                return
+
+    @staticmethod
+    async def _page_side(page: Page, task: str, argument: object) -> object:
+        try:
+            return await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument])
+        except PlaywrightError as error:  # a page navigating away meanwhile: nothing to hide on it
+            LOG.debug("annoyances: %s failed: %s", task, error)
+            return 0

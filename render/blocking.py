@@ -1,5 +1,5 @@
 """Blocking what a page loads: ads (EasyList), trackers (EasyPrivacy), URL patterns, resource types,
-and the scripts of known cookie banners and chat widgets (render/annoyances.py).
+and the scripts of known chat widgets (render/annoyances.py).
 
 The lists are Debian's (webext-ublock-origin-chromium), matched by the adblock engine (Brave's
 adblock-rust), loaded once per worker on first use. Network rules abort matching requests; cosmetic
@@ -72,7 +72,7 @@ class FilterLists:
 def wanted(options: TakeOptions) -> bool:
     """Whether any blocking option is set (only then are requests intercepted)."""
     return bool(options.block_ads or options.block_trackers or options.block_requests or options.block_resources
-                or options.block_cookie_banners or options.block_chats)
+                or options.block_chats)
 
 
 class RequestBlocker:

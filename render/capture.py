@@ -12,6 +12,7 @@ from playwright.async_api import Response
 
 from render import effects, fullpage, imaging, metadata, preparation, request_context
 from render.annoyances import Annoyances
+from render.consent import RuleSet, consent_rule_set
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
@@ -73,6 +74,11 @@ class Environment:
     egress: EgressProxy | None = None
     lists: FilterLists = field(default_factory=FilterLists)
 
+    @property
+    def consent_rules(self) -> RuleSet | None:
+        """autoconsent as installed (render/consent.py), None when it is not."""
+        return consent_rule_set(self.settings)
+
 
 @dataclass
 class LoadedPage:
@@ -117,9 +123,9 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await emulate(tab, options.viewport, env.chrome_version)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
-    annoyances = Annoyances(options)
+    annoyances = Annoyances(options, env.consent_rules)
     blocker = RequestBlocker(options, env.lists, annoyances) if blocking_wanted(options) else None
-    if blocker is not None or annoyances.platforms or options.fail_if_request_failed or options.click \
+    if blocker is not None or annoyances.changes_page or options.fail_if_request_failed or options.click \
             or options.hover:
         tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
     if blocker is not None:
@@ -129,11 +135,12 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     response = await _load(tab, options, env, deadline)
     if blocker is not None:
         await blocker.hide_ad_elements(tab.page)
-    await annoyances.clear(tab.page)  # before preparing: overlays would be in the way of clicks
+    await annoyances.clear(tab.page, deadline)  # before preparing: overlays would be in the way of clicks
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
-        await annoyances.clear(tab.page)  # what appeared meanwhile
+    if annoyances.cookie_banners or annoyances.heuristics or options.delay:
+        await annoyances.clear(tab.page, deadline)  # what appeared meanwhile
     await check_content(tab.page, options)
     failed_requests.check(options)
     return LoadedPage(response, picture)

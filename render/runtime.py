@@ -22,6 +22,7 @@ from render import imaging, sealing, vision
 from render.blocking import FilterLists
 from render.browser import BrowserSupervisor, Tab
 from render.capture import Environment, Output, capture, capture_variants, monotonic_deadline
+from render.consent import consent_rule_set
 from render.egress import EgressProxy
 from render.errors import (
     CaptureTimeout,
@@ -85,6 +86,13 @@ class WorkerRuntime:
         """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
         self._thread.start()
         self.call_soon(self.supervisor.prepare)
+        rules = consent_rule_set(self.settings)
+        if rules is None:
+            log.error("autoconsent is not installed (SCREENSHOT_CONSENT_RULES_DIR, or deploy/npm/node_modules of "
+                      "the checkout): block_cookie_banners will only hide banners on evidence, not opt out. "
+                      "Install it with `make` (npm ci in deploy/npm).")
+        else:
+            log.info("block_cookie_banners: autoconsent %s", rules.version)
         if self.redis is not None:
             self._heartbeat_task = asyncio.run_coroutine_threadsafe(self._heartbeat(), self.loop)
 

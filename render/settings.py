@@ -39,6 +39,11 @@ class RenderSettings(BaseSettings):
         "its permissions wiped; a job that changed the page's settings (device, emulation, blocking, "
         "headers) leaves a new page in the same context. Saves Chromium a page (or context) per job. Off: "
         "a new context per job.")
+    consent_rules_dir: str = Field(
+        "", description="Where DuckDuckGo's autoconsent (npm @duckduckgo/autoconsent, the rules of "
+        "block_cookie_banners) is installed. Empty: deploy/npm/node_modules/@duckduckgo/autoconsent of the "
+        "checkout, where `make` installs the version deploy/npm/package.json pins (the container image sets "
+        "this to its own copy). Without it, block_cookie_banners only hides banners on evidence.")
     jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
     chromium_low_memory: bool = Field(
         True, description="Chromium's low-end-device mode: smaller caches, tile and image-decode budgets, and a "

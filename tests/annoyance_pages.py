@@ -1,9 +1,9 @@
-"""Test pages imitating cookie banners and chat widgets as the real platforms ship them.
+"""Test pages imitating chat widgets as the real vendors ship them (cookie banners: tests/consent_pages.py).
 
-Each platform's page loads the script its snippet loads (same host and path, served locally over
+Each widget's page loads the script its snippet loads (same host and path, served locally over
 HTTPS through the test resolver and the test CA) and contains the markup that script renders (same
-ids and classes; Usercentrics in a shadow root), as a red box at the platform's own place on a
-white page. Scrolling is locked the way the platform locks it. The requests the site saw and the
+ids and classes), as a red box at the widget's own place on a white page. Scrolling is locked the
+way the widget locks it. The requests the site saw and the
 pixels of the capture tell whether the platform was blocked and hidden.
 """
 
@@ -19,59 +19,8 @@ class Imitation:
     name: str
     script: str  # the script URL of the platform's snippet, without scheme; a leading '/' is first-party
     markup: str  # what the script renders; `{style}` marks the visible element
-    lock: str = ""  # the class the platform puts on <html> or <body>, e.g. "body.didomi-popup-open"
+    lock: str = ""  # the class the widget puts on <html> or <body>, e.g. "body.chat-open"
 
-
-COOKIE_BANNERS = [
-    Imitation("OneTrust", "cdn.cookielaw.org/scripttemplates/otSDKStub.js",
-              '<div id="onetrust-consent-sdk"><div id="onetrust-banner-sdk" class="otFlat" role="region" '
-              'aria-label="Cookie banner" style="{style}">We use cookies</div></div>'),
-    Imitation("Cookiebot", "consent.cookiebot.com/uc.js",
-              '<div id="CybotCookiebotDialog" name="CybotCookiebotDialog" role="dialog" '
-              'class="CybotCookiebotDialogActive" style="{style}">This website uses cookies</div>'),
-    Imitation("Didomi", "sdk.privacy-center.org/0a1b2c3d/loader.js",
-              '<div id="didomi-host" class="didomi-host"><div id="didomi-notice" class="didomi-notice-banner" '
-              'style="{style}">With your agreement</div></div>', "body.didomi-popup-open"),
-    Imitation("Quantcast-Choice", "cmp.inmobi.com/choice/AbCdEf/www.example.com/choice.js",
-              '<div id="qc-cmp2-container" data-nosnippet=""><div id="qc-cmp2-main" class="qc-cmp2-container" '
-              'style="{style}">We value your privacy</div></div>', "body.qc-cmp-showing"),
-    Imitation("TrustArc", "consent.trustarc.com/notice?domain=example.com&c=teconsent",
-              '<div id="truste-consent-track" style="{style}">This site uses cookies</div>'),
-    Imitation("Usercentrics", "web.cmp.usercentrics.eu/ui/loader.js",
-              '<div id="usercentrics-root" data-created-at="1700000000000"></div><script>'
-              'document.getElementById("usercentrics-root").attachShadow({mode: "open"}).innerHTML = '
-              '\'<div data-testid="uc-default-banner" style="{style}">Privacy settings</div>\';</script>'),
-    Imitation("Osano", "cmp.osano.com/AzZXI5TF/osano.js",
-              '<div class="osano-cm-window"><div class="osano-cm-dialog osano-cm-dialog--position_bottom" '
-              'style="{style}">This website stores data such as cookies</div></div>'),
-    Imitation("CookieYes", "cdn-cookieyes.com/client_data/0a1b2c3d4e5f/script.js",
-              '<div class="cky-consent-container cky-box-bottom-left" style="{style}">We value your privacy</div>'),
-    Imitation("Complianz", "/wp-content/plugins/complianz-gdpr/cookiebanner/js/complianz.min.js",
-              '<div id="cmplz-cookiebanner-container"><div class="cmplz-cookiebanner cmplz-show" '
-              'style="{style}">Manage consent</div></div>'),
-    Imitation("Termly", "app.termly.io/resource-blocker/0a1b2c3d?autoBlock=on",
-              '<div id="termly-code-snippet-support"><div class="termly-styles-root" style="{style}">'
-              'We use essential cookies</div></div>'),
-    Imitation("iubenda", "cdn.iubenda.com/cs/iubenda_cs.js",
-              '<div id="iubenda-cs-banner" class="iubenda-cs-default" style="{style}">Notice</div>'),
-    Imitation("Sourcepoint", "cdn.privacy-mgmt.com/unified/wrapperMessagingWithoutDetection.js",
-              '<div id="sp_message_container_123456" class="sp-message-container" style="{style}">'
-              'We care about your privacy</div>', "html.sp-message-open"),
-    Imitation("Google-Funding-Choices", "fundingchoicesmessages.google.com/i/pub-1234567890?ers=1",
-              '<div class="fc-consent-root"><div class="fc-dialog-container" style="{style}">'
-              'This site asks for consent to use your data</div></div>'),
-    Imitation("Klaro", "cdn.kiprotect.com/klaro/v0.7/klaro.js",
-              '<div id="klaro"><div class="klaro"><div class="cookie-notice" style="{style}">'
-              'Hi! Could we please enable some additional services?</div></div></div>'),
-    Imitation("Axeptio", "static.axept.io/sdk.js",
-              '<div class="axeptio_mount"><div id="axeptio_overlay" style="{style}">Cookies</div></div>'),
-    Imitation("Borlabs", "/wp-content/plugins/borlabs-cookie/assets/javascript/borlabs-cookie.min.js",
-              '<div id="BorlabsCookieBox"><div class="_brlbs-bar-wrap" style="{style}">Privacy Preference</div></div>'),
-    Imitation("CookieFirst", "consent.cookiefirst.com/sites/example.com-0a1b2c3d/consent.js",
-              '<div class="cookiefirst-root notranslate" style="{style}">We use cookies</div>'),
-    Imitation("Civic", "cc.cdn.civiccomputing.com/9/cookieControl-9.x.min.js",
-              '<div id="ccc"><div id="ccc-notify" style="{style}">This site uses cookies</div></div>'),
-]
 
 CHATS = [
     Imitation("Intercom", "widget.intercom.io/widget/abc123de",
@@ -119,7 +68,7 @@ CHATS = [
               'title="Chat" style="{style}"></iframe></span></div>'),
 ]
 
-KINDS = {"cookie_banners": COOKIE_BANNERS, "chats": CHATS}
+KINDS = {"chats": CHATS}
 TLS_HOSTS = sorted({urlsplit("//" + imitation.script).hostname or "" for imitations in KINDS.values()
                     for imitation in imitations} - {""})
 VIEWPORT = (600, 400)

@@ -1,87 +1,157 @@
 // The page side of render/annoyances.py, evaluated as `([task, argument]) => result`.
+//
+// A banner is hidden only on evidence that it is one: it is on top of the page (fixed, sticky or a
+// modal dialog, and what the page shows at its centre), it speaks of consent (cookies used for
+// something, consent, personal data, in several languages: never the word "cookie" alone), and it
+// offers a consent action among its own controls (accept, refuse, settings, OK, close). A sign-up
+// overlay needs a modal dialog or a centred box with an e-mail field. Nothing with the page's own
+// content in it (main, article, nav, or more text than a banner has) is ever hidden.
 ([task, argument]) => {
-  // Undoes the scroll lock an overlay left on <html> and <body>: overflow hidden, or the body pinned
-  // with position: fixed.
-  const unlockScrolling = () => {
-    for (const element of [document.documentElement, document.body]) {
-      if (!element) continue;
-      const style = getComputedStyle(element);
-      if (style.overflowY === 'hidden' || style.overflowY === 'clip') {
-        element.style.setProperty('overflow-y', 'visible', 'important');
-      }
-      if (style.position === 'fixed') {
-        element.style.setProperty('position', 'static', 'important');
-        element.style.setProperty('top', 'auto', 'important');
-      }
+  const CONSENT = new RegExp([
+    // English
+    String.raw`\b(we|this (web)?site|our (web)?site|(web)?site)\b[^.]{0,80}\b(use|uses|using|store|place)s?\b[^.]{0,40}\bcookies?`,
+    String.raw`\bcookies?\b[^.]{0,80}\b(consent|privacy|personal|track|analytic|advertis|partners?|experience|third[- ]party|statistic|marketing|preferences|functional|necessary|essential|improve|personali[sz]e|measure|technologies|purposes|policy)`,
+    String.raw`\b(consent|your privacy|privacy (settings|preferences|choices)|personal (data|information)|data protection|gdpr|ccpa)\b`,
+    String.raw`\b(use of|accept|allow|enable)\b[^.]{0,30}\bcookies?\b`,
+    String.raw`\b(collect|process)\b[^.]{0,60}\b(data|information)\b`,
+    // German, French, Spanish, Italian, Dutch, Portuguese, Polish, Swedish, Danish, Norwegian
+    String.raw`\b(cookies|einwilligung|datenschutz|zustimmung|consentement|vie privée|données personnelles|traceurs|consentimiento|privacidad|datos personales|consenso|toestemming|persoonsgegevens|consentimento|privacidade|dados pessoais|zgod[ay]|prywatno|pliki cookie|samtycke|kakor|samtykke|personvern|informasjonskapsler)\b`,
+  ].join('|'), 'i');
+  // A control's whole label (lower case, spaces collapsed, punctuation stripped).
+  const ACTION = new RegExp('^(' + [
+    String.raw`(i )?(accept|agree|allow|consent|understand|understood)( (all|cookies|all cookies|and (continue|close)|selection|selected|necessary))*`,
+    String.raw`(reject|decline|deny|refuse|disagree|dismiss|close|continue|save|manage|customi[sz]e|configure|adjust|change|more options|(cookie )?(settings|preferences|options))\b.{0,60}`,
+    String.raw`(only|use only|accept only|allow only)? ?(necessary|essential|required|strictly necessary)( cookies)?( only)?`,
+    String.raw`ok|okay|got it|yes|no|no thanks|x|×|✕|✖|✗|╳`,
+    String.raw`(alle )?(akzeptieren|ablehnen|zustimmen|annehmen)|einverstanden|verstanden|einstellungen|nur (notwendige|essenzielle).{0,30}|speichern`,
+    String.raw`(tout )?(accepter|refuser)|j'accepte|je refuse|continuer sans accepter|param[eé]trer|param[eè]tres|personnaliser|g[eé]rer.{0,30}`,
+    String.raw`(aceptar|rechazar)( todo| todas)?|configurar|acepto|accett[ao]( tutto)?|rifiut[ao]( tutto)?|impostazioni`,
+    String.raw`(alles )?(accepteren|weigeren)|akkoord|instellingen|aceitar( todos)?|rejeitar|recusar|akceptuj[eę]|odrzu[cć].{0,20}|zgadzam si[eę]|ustawienia`,
+    String.raw`godk[aä]nn.{0,20}|acceptera.{0,20}|avvisa.{0,20}|afvis.{0,20}|godta.{0,20}|avvis.{0,20}`,
+  ].join('|') + ')$', 'i');
+  const SIGN_UP = /newsletter|subscribe|sign[ -]?up|join our|mailing list|inscri|anmelden|abonn/i;
+  const MAX_TEXT = 3000;  // more text than this is page content, not a banner
+  const CONTROLS = 'button, [role=button], a, input[type=button], input[type=submit], [class*=button], [class*=btn]';
+  const width = innerWidth, height = innerHeight;
+
+  function* elements(root) {
+    for (const element of root.querySelectorAll('*')) {
+      yield element;
+      if (element.shadowRoot) yield* elements(element.shadowRoot);
     }
+  }
+  function* controls(element) {
+    yield* element.querySelectorAll(CONTROLS);
+    for (const host of element.querySelectorAll('*')) if (host.shadowRoot) yield* controls(host.shadowRoot);
+    if (element.shadowRoot) yield* controls(element.shadowRoot);
+  }
+  const label = (control) => (control.innerText || control.value || control.getAttribute('aria-label') || '')
+    .toLowerCase().replace(/[\s\u00a0]+/g, ' ').replace(/[.!:;"“”«»()\[\]]/g, '').trim();
+  const isDialog = (el) => el.matches('dialog[open], [role=dialog], [role=alertdialog], [aria-modal=true]');
+  const visible = (el, box) => box.width >= 1 && box.height >= 1
+    && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+  // Whether the page shows `el` (or something inside it) at the middle of its visible part.
+  const onTop = (el, box) => {
+    const x = Math.min(Math.max((box.left + box.right) / 2, 0), width - 1);
+    const y = Math.min(Math.max((box.top + box.bottom) / 2, 0), height - 1);
+    const hit = el.getRootNode().elementFromPoint(x, y);
+    return hit !== null && (el === hit || el.contains(hit) || hit.contains(el));
+  };
+  const pageContent = (el, text) => text.length > MAX_TEXT
+    || el.querySelector('main, article, nav, [role=main], [role=navigation]') !== null
+    || el.matches('main, article, nav, header, [role=main], [role=navigation], [role=banner]');
+  const overlay = (el, style) => style.position === 'fixed' || style.position === 'sticky' || isDialog(el);
+  const centred = (box) => Math.abs(box.left + box.width / 2 - width / 2) < width * 0.25
+    && Math.abs(box.top + box.height / 2 - height / 2) < height * 0.25;
+  const inViewport = (box) => box.bottom > 0 && box.top < height && box.right > 0 && box.left < width;
+  const consentAction = (el) => {
+    for (const control of controls(el)) {
+      const text = label(control);
+      if (text.length <= 80 && ACTION.test(text)) return true;
+    }
+    return false;
   };
 
-  // Known platforms: when one of their elements is on the page, its scroll lock goes too.
-  // Returns whether any was found.
-  const unlockAfterPlatforms = (selectors) => {
-    const found = selectors.some((selector) => document.querySelector(selector) !== null);
-    if (found) unlockScrolling();
+  // The outermost overlays that are consent banners (or, with `signUp`, sign-up overlays).
+  const banners = (signUp) => {
+    const found = [];
+    for (const el of elements(document)) {
+      if (el === document.body || el === document.documentElement) continue;
+      if (found.some((other) => other.contains(el))) continue;
+      const style = getComputedStyle(el);
+      if (!overlay(el, style)) continue;
+      const box = el.getBoundingClientRect();
+      if (!inViewport(box) || !visible(el, box)) continue;
+      const text = (el.innerText || '').trim();
+      if (!text || pageContent(el, text) || !onTop(el, box)) continue;
+      const consent = CONSENT.test(text) && consentAction(el);
+      const asksForAddress = signUp && SIGN_UP.test(text) && (isDialog(el) || centred(box))
+        && el.querySelector('input[type=email], input[name*=mail i], input[placeholder*=mail i]') !== null;
+      if (consent || asksForAddress) found.push(el);
+    }
     return found;
   };
 
-  // block_banners_by_heuristics: hides overlays about cookies, consent, newsletters or sign-up, then
-  // restores scrolling. An overlay is a fixed or sticky element, or a modal dialog, at an edge of the
-  // viewport or over its centre. Returns how many elements it hid.
-  const hideByHeuristics = () => {
-    const CONSENT = /cookie|consent|gdpr|ccpa|your privacy|privacy (settings|preferences|choices)|datenschutz|einwilligung|rgpd|galletas|consentement/i;
-    const SIGN_UP = /newsletter|subscribe|sign[ -]?up|join our|mailing list|e-?mail address|inscri|anmelden|abonn/i;
-    const MAX_TEXT = 2500;  // more text than this is page content, not a banner (e.g. a fixed app shell)
-    const width = innerWidth, height = innerHeight;
-
-    function* elements(root) {
-      for (const element of root.querySelectorAll('*')) {
-        yield element;
-        if (element.shadowRoot) yield* elements(element.shadowRoot);
-      }
-    }
-    const isDialog = (el) => el.matches('dialog[open], [role=dialog], [role=alertdialog], [aria-modal=true]');
-    const visible = (el, box) => box.width >= 1 && box.height >= 1
-      && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
-    const asksForSomething = (el) => el.querySelector('input[type=email], input[name*=mail], form') !== null;
-    const translucent = (style) => {
-      const alpha = style.backgroundColor.match(/rgba\(.*,\s*([\d.]+)\)/);
-      return (alpha && +alpha[1] > 0 && +alpha[1] < 1) || (+style.opacity < 1 && +style.opacity > 0)
-        || (style.backdropFilter && style.backdropFilter !== 'none');
-    };
-
-    const overlays = [], backdrops = [];
+  // What a banner leaves behind once it is gone: the dimmed or blurred layer behind a modal (a fixed
+  // element over the whole viewport, on top, with next to no text), a blur on the page's outer boxes,
+  // and the scroll lock on <html>/<body> (overflow hidden, or the body pinned with position: fixed).
+  const undoLeftovers = () => {
+    let undone = 0;
     for (const el of elements(document)) {
       if (el === document.body || el === document.documentElement) continue;
       const style = getComputedStyle(el);
-      const pinned = style.position === 'fixed' || style.position === 'sticky';
-      if (!pinned && !isDialog(el)) continue;
+      if (style.position !== 'fixed') continue;
       const box = el.getBoundingClientRect();
-      if (!visible(el, box)) continue;
-      const text = el.innerText || '';
-      const coversViewport = box.width >= width * 0.8 && box.height >= height * 0.8;
-      if (coversViewport && text.trim().length < 20 && style.position === 'fixed' && translucent(style)) {
-        backdrops.push(el);  // the dimmed layer behind a modal: hidden only along with one
-        continue;
-      }
-      if (text.length > MAX_TEXT || el.querySelector('main, article, nav, [role=navigation]')) continue;
-      if (el.matches('header, nav, [role=navigation], [role=banner]')) continue;
-      const atEdge = box.top <= height * 0.15 || box.bottom >= height * 0.85;
-      const centred = Math.abs(box.left + box.width / 2 - width / 2) < width * 0.25
-        && Math.abs(box.top + box.height / 2 - height / 2) < height * 0.25;
-      if (!atEdge && !centred) continue;
-      // Consent banners go wherever they are; a sign-up bar only when it is a modal or asks for an address
-      // (a sticky header with a "Sign up" link stays).
-      const consent = CONSENT.test(text);
-      const signUp = SIGN_UP.test(text) && (isDialog(el) || centred || asksForSomething(el));
-      if (consent || signUp) overlays.push(el);
+      if (box.width < width * 0.9 || box.height < height * 0.9 || !visible(el, box)) continue;
+      if ((el.innerText || '').trim().length > 20 || !onTop(el, box)) continue;
+      el.style.setProperty('display', 'none', 'important');
+      undone++;
     }
-
-    const hidden = overlays.filter((el) => !overlays.some((other) => other !== el && other.contains(el)));
-    if (hidden.length) hidden.push(...backdrops);
-    for (const el of hidden) el.style.setProperty('display', 'none', 'important');
-    if (hidden.length) unlockScrolling();
-    return hidden.length;
+    const outer = [document.documentElement, document.body, ...(document.body ? document.body.children : [])];
+    for (const el of outer) {
+      const style = getComputedStyle(el);
+      if (style.filter.includes('blur(')) { el.style.setProperty('filter', 'none', 'important'); undone++; }
+      if (style.backdropFilter && style.backdropFilter.includes('blur(')) {
+        el.style.setProperty('backdrop-filter', 'none', 'important');
+        undone++;
+      }
+    }
+    for (const el of [document.documentElement, document.body]) {
+      if (!el) continue;
+      const style = getComputedStyle(el);
+      if (style.overflowY === 'hidden' || style.overflowY === 'clip') {
+        el.style.setProperty('overflow-y', 'visible', 'important');
+        undone++;
+      }
+      if (style.position === 'fixed') {
+        const offset = -parseFloat(style.top) || 0;
+        el.style.setProperty('position', 'static', 'important');
+        el.style.setProperty('top', 'auto', 'important');
+        if (offset > 0) window.scrollTo(window.scrollX, offset);
+        undone++;
+      }
+    }
+    return undone;
   };
 
-  return { unlockAfterPlatforms, hideByHeuristics }[task](argument);
+  // Counts the banners on the page now, without touching them.
+  const countBanners = (signUp) => banners(signUp).length;
+
+  // Hides the banners still up and, when any banner was seen in this job (`seen`), what they left.
+  // Returns how many banners it hid.
+  const hideBanners = ({ signUp, seen }) => {
+    const found = banners(signUp);
+    for (const el of found) el.style.setProperty('display', 'none', 'important');
+    if (found.length || seen) undoLeftovers();
+    return found.length;
+  };
+
+  // Known platforms (render/rules/*.toml): when one of their elements is on the page, its scroll lock goes.
+  const unlockAfterPlatforms = (selectors) => {
+    const found = selectors.some((selector) => document.querySelector(selector) !== null);
+    if (found) undoLeftovers();
+    return found;
+  };
+
+  return { countBanners, hideBanners, unlockAfterPlatforms }[task](argument);
 }

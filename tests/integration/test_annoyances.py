@@ -1,5 +1,5 @@
-"""block_cookie_banners and block_chats against imitations of 18 consent platforms and 17 chat widgets
-(tests/annoyance_pages.py), and block_banners_by_heuristics against banners no rule knows."""
+"""block_chats against imitations of 17 chat widgets (tests/annoyance_pages.py), and
+block_banners_by_heuristics against banners no rule knows (real consent libraries: test_consent.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.images import decode, rgb_at
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
-OPTION = {"cookie_banners": "block_cookie_banners", "chats": "block_chats"}
+OPTION = {"chats": "block_chats"}
 
 
 def centre(index: int) -> tuple[int, int]:

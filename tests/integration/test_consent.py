@@ -1,0 +1,93 @@
+"""block_cookie_banners on real consent libraries from the npm registry (tests/consent_pages.py).
+
+Each library, set up as its README shows, in bar and modal styles: its banner shows without the option;
+with it the page captures exactly as the same page without the library (full page, so at its natural
+height, with nothing left over it: no backdrop, no blur, no reserved space) and scrolls. Pages that only
+look like banners capture the same with the option as without.
+"""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+import pyvips
+
+from tests.conftest import Org
+from tests.consent_pages import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES
+from tests.images import decode
+from tests.plain import differing_pixels
+from tests.site import Site
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    not NODE_MODULES.is_dir(), reason="the consent corpus is not installed: `make test` runs npm ci in tests/consent")]
+VIEWPORT = {"viewport_width": 1280, "viewport_height": 800}
+BANNER_PIXELS = 2000  # the smallest banner of the corpus covers far more than this
+
+
+def take(client: httpx.Client, org: Org, url: str, **params: object) -> httpx.Response:
+    response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, **VIEWPORT,
+                                                        **params})
+    assert response.status_code == 200, response.text
+    return response
+
+
+def image(client: httpx.Client, org: Org, url: str, **params: object) -> pyvips.Image:
+    return decode(take(client, org, url, **params).content)
+
+
+def scroll_lock(client: httpx.Client, org: Org, url: str, **params: object) -> str:
+    """What the page's probe says of its scroll lock when it is captured ("none" when it scrolls)."""
+    html = take(client, org, url, format="html", **params).text
+    found = re.search(r'<html[^>]* data-scroll-lock="([^"]*)"', html)
+    assert found, "the page's probe did not run"
+    return found.group(1)
+
+
+_ARTICLE: dict[str, pyvips.Image] = {}
+
+
+@pytest.fixture
+def article(client: httpx.Client, org: Org, site: Site) -> dict[str, pyvips.Image]:
+    """The bare article, in the viewport and as a full page (captured once)."""
+    if not _ARTICLE:
+        url = site.url("/consent/article.html")
+        _ARTICLE.update(viewport=image(client, org, url), full=image(client, org, url, full_page="true"))
+    return _ARTICLE
+
+
+@pytest.mark.parametrize("page", CONSENT_PAGES, ids=lambda page: page.name)
+def test_a_real_banner_is_refused_or_hidden_and_leaves_nothing_behind(
+        client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image], page: object) -> None:
+    url = site.url(f"/consent/{page.name}.html")  # type: ignore[attr-defined]
+    shown = image(client, org, url, delay="1")  # once the library's banner is in (some slide or fade in)
+    assert differing_pixels(shown, article["viewport"]) > BANNER_PIXELS, "the library showed no banner"
+    for delay in ("0", "1"):  # right after load, and once the page has settled
+        blocked = image(client, org, url, full_page="true", block_cookie_banners="true", delay=delay)
+        assert (blocked.width, blocked.height) == (article["full"].width, article["full"].height), \
+            f"delay={delay}: the page is not at its natural size"
+        assert differing_pixels(blocked, article["full"]) == 0, \
+            f"delay={delay}: the page differs from the page without the library"
+    assert scroll_lock(client, org, url, block_cookie_banners="true") == "none"
+
+
+@pytest.mark.parametrize("look_alike", LOOK_ALIKES, ids=lambda look_alike: look_alike.name)
+@pytest.mark.parametrize("option", ["block_cookie_banners", "block_banners_by_heuristics"])
+def test_what_only_looks_like_a_banner_stays(client: httpx.Client, org: Org, site: Site, look_alike: object,
+                                             option: str) -> None:
+    url = site.url(f"/consent/look-alike/{look_alike.name}.html")  # type: ignore[attr-defined]
+    assert differing_pixels(image(client, org, url, full_page="true", **{option: "true"}),
+                            image(client, org, url, full_page="true")) == 0
+
+
+def test_the_heuristics_alone_hide_every_banner_of_the_corpus_too(
+        client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image]) -> None:
+    """block_banners_by_heuristics (no autoconsent): each banner hidden on evidence, its leftovers undone."""
+    failures = []
+    for page in CONSENT_PAGES:
+        url = site.url(f"/consent/{page.name}.html")
+        blocked = image(client, org, url, full_page="true", block_banners_by_heuristics="true", delay="1")
+        if blocked.height != article["full"].height or differing_pixels(blocked, article["full"]):
+            failures.append(page.name)
+    assert not failures
