@@ -116,15 +116,19 @@ class Annoyances:
             await self._page_side(page, "unlockAfterPlatforms", self._selectors)
         if not (self.cookie_banners or self.heuristics):
             return
-        sign_up = self.heuristics
         if self.consent is not None:
             await self.consent.settle(deadline)
-            if await self._page_side(page, "countBanners", sign_up):
-                await self._hand_over(page, sign_up, deadline)
-        seen = self.consent is not None and self.consent.found_banner
-        self.hidden += int(await self._page_side(page, "hideBanners", {"signUp": sign_up, "seen": seen}) or 0)
+            if await self._page_side(page, "countBanners", self._evidence()):
+                await self._hand_over(page, deadline)
+        self.hidden += int(await self._page_side(page, "hideBanners", self._evidence()) or 0)
 
-    async def _hand_over(self, page: Page, sign_up: bool, deadline: float) -> None:
+    def _evidence(self) -> dict[str, bool]:
+        """What the page side is told: whether to take sign-up overlays too, and whether this job has seen
+        a banner (then the buttons a consent tool leaves go too)."""
+        seen = self.hidden > 0 or (self.consent is not None and self.consent.found_banner)
+        return {"signUp": self.heuristics, "seen": seen}
+
+    async def _hand_over(self, page: Page, deadline: float) -> None:
         """A banner is up that autoconsent has not taken: wait for it to opt out (its heuristic or a rule
         that needed the banner on screen), at most HANDOVER_SECONDS."""
         assert self.consent is not None
@@ -133,7 +137,7 @@ class Annoyances:
             await asyncio.sleep(0.1)
             if self.consent.busy(time.monotonic()):
                 await self.consent.settle(deadline)
-            if not await self._page_side(page, "countBanners", sign_up):
+            if not await self._page_side(page, "countBanners", self._evidence()):
                 return
 
     @staticmethod

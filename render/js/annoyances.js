@@ -45,7 +45,8 @@
     for (const host of element.querySelectorAll('*')) if (host.shadowRoot) yield* controls(host.shadowRoot);
     if (element.shadowRoot) yield* controls(element.shadowRoot);
   }
-  const label = (control) => (control.innerText || control.value || control.getAttribute('aria-label') || '')
+  const label = (control) => (control.innerText || control.textContent || control.value || control.getAttribute('aria-label')
+    || control.getAttribute('title') || control.querySelector('img[alt]')?.alt || '')
     .toLowerCase().replace(/[\s\u00a0]+/g, ' ').replace(/[.!:;"“”«»()\[\]]/g, '').trim();
   const isDialog = (el) => el.matches('dialog[open], [role=dialog], [role=alertdialog], [aria-modal=true]');
   const visible = (el, box) => box.width >= 1 && box.height >= 1
@@ -64,33 +65,66 @@
   const centred = (box) => Math.abs(box.left + box.width / 2 - width / 2) < width * 0.25
     && Math.abs(box.top + box.height / 2 - height / 2) < height * 0.25;
   const inViewport = (box) => box.bottom > 0 && box.top < height && box.right > 0 && box.left < width;
+  // A control of the banner's own (a button or link, or anything short the pointer turns into a hand on,
+  // like a "✖" drawn in a div) whose label is a consent action.
   const consentAction = (el) => {
     for (const control of controls(el)) {
       const text = label(control);
       if (text.length <= 80 && ACTION.test(text)) return true;
     }
+    for (const child of el.querySelectorAll('div, span, i, b')) {
+      if (child.childElementCount > 1) continue;
+      const text = label(child);
+      if (text.length <= 40 && ACTION.test(text) && getComputedStyle(child).cursor === 'pointer') return true;
+    }
     return false;
   };
+  // What a consent tool leaves once answered: a small pinned button to change the choice ("Cookie
+  // policy", a cookie icon). Hidden only in a job that saw a banner.
+  const REVISIT = /cookie|consent|privacy|datenschutz|confidentialit|privacidad|gdpr|tracking/i;
+  const revisitButton = (el, style, box) => style.position === 'fixed' && box.width * box.height < width * height * 0.04
+    && box.width < width / 2 && (el.innerText || '').trim().length <= 40
+    && [el, ...el.querySelectorAll(CONTROLS)].some((control) => (control.matches(CONTROLS)
+      || getComputedStyle(control).cursor === 'pointer') && REVISIT.test(label(control)));
 
-  // The outermost overlays that are consent banners (or, with `signUp`, sign-up overlays).
-  const banners = (signUp) => {
+  // The outermost overlays that are consent banners (or, with `signUp`, sign-up overlays; with `seen`,
+  // the buttons a consent tool leaves), among `candidates`. One that is shown must be what the page shows
+  // at its middle; one not shown yet (transparent, or outside the viewport: it fades or slides in) is
+  // taken on its wording and actions alone.
+  const banners = ({ signUp, seen }, candidates) => {
     const found = [];
-    for (const el of elements(document)) {
-      if (el === document.body || el === document.documentElement) continue;
+    for (const el of candidates) {
+      if (el === document.body || el === document.documentElement || !el.isConnected) continue;
       if (found.some((other) => other.contains(el))) continue;
       const style = getComputedStyle(el);
-      if (!overlay(el, style)) continue;
+      if (!overlay(el, style) || style.display === 'none') continue;
       const box = el.getBoundingClientRect();
-      if (!inViewport(box) || !visible(el, box)) continue;
-      const text = (el.innerText || '').trim();
-      if (!text || pageContent(el, text) || !onTop(el, box)) continue;
+      if (box.width < 1 || box.height < 1) continue;
+      const shown = inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+      const text = ((shown ? el.innerText : el.textContent) || '').trim();
+      if (!text && !seen) continue;
+      if (pageContent(el, text)) continue;
+      if (shown && !onTop(el, box)) continue;
       const consent = CONSENT.test(text) && consentAction(el);
-      const asksForAddress = signUp && SIGN_UP.test(text) && (isDialog(el) || centred(box))
+      const asksForAddress = signUp && shown && SIGN_UP.test(text) && (isDialog(el) || centred(box))
         && el.querySelector('input[type=email], input[name*=mail i], input[placeholder*=mail i]') !== null;
-      if (consent || asksForAddress) found.push(el);
+      if (consent || asksForAddress || (seen && revisitButton(el, style, box))) found.push(outermost(el, text));
     }
     return found;
   };
+  // The banner's outermost box: its ancestors up to <body> that hold nothing but the banner (a consent
+  // tool's root, a web component's host), so what they draw around it (a backdrop in a ::before) goes too.
+  const outermost = (el, text) => {
+    let top = el;
+    for (let up = top.parentElement || top.getRootNode().host; up && up !== document.body
+         && up !== document.documentElement; up = up.parentElement || up.getRootNode().host) {
+      const own = (up.innerText || up.textContent || '').trim();
+      if (own.length > text.length + 40 || pageContent(up, own)) break;
+      top = up;
+    }
+    return top;
+  };
+  const everywhere = () => elements(document);
 
   // What a banner leaves behind once it is gone: the dimmed or blurred layer behind a modal (a fixed
   // element over the whole viewport, on top, with next to no text), a blur on the page's outer boxes,
@@ -134,16 +168,59 @@
     return undone;
   };
 
-  // Counts the banners on the page now, without touching them.
-  const countBanners = (signUp) => banners(signUp).length;
+  // Counts the banners shown on the page now, without touching them.
+  const countBanners = (options) => banners(options, everywhere()).filter((el) => {
+    const box = el.getBoundingClientRect();
+    return inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+  }).length;
 
-  // Hides the banners still up and, when any banner was seen in this job (`seen`), what they left.
-  // Returns how many banners it hid.
-  const hideBanners = ({ signUp, seen }) => {
-    const found = banners(signUp);
+  const hide = (found, seen) => {
     for (const el of found) el.style.setProperty('display', 'none', 'important');
     if (found.length || seen) undoLeftovers();
     return found.length;
+  };
+
+  // Hides the banners up now and, when any banner was seen in this job (`seen`), what they left. Then
+  // keeps watching: a banner that comes later (a script that renders it after load, a web component that
+  // hydrates) is hidden as it comes, until the page is unloaded. Returns how many banners it hid now.
+  const hideBanners = (options) => {
+    const hidden = hide(banners(options, everywhere()), options.seen);
+    const key = Symbol.for('screenshot-service.banner-watch');
+    if (window[key]) {
+      window[key].options = { ...options, seen: options.seen || hidden > 0 };
+      return hidden;
+    }
+    const watch = { options: { ...options, seen: options.seen || hidden > 0 }, pending: new Set(), queued: false };
+    window[key] = watch;
+    const check = () => {
+      watch.queued = false;
+      const candidates = new Set();
+      for (const node of watch.pending) {
+        for (let up = node; up && up !== document.body; up = up.parentElement || up.getRootNode().host) {
+          candidates.add(up);  // the banner may be an ancestor that was there, empty, before
+        }
+        for (const el of elements(node)) candidates.add(el);
+        if (node.shadowRoot) for (const el of elements(node.shadowRoot)) candidates.add(el);
+      }
+      watch.pending.clear();
+      if (hide(banners(watch.options, candidates), watch.options.seen)) watch.options.seen = true;
+    };
+    new MutationObserver((records) => {
+      for (const record of records) {
+        if (record.type === 'childList') {
+          for (const node of record.addedNodes) if (node.nodeType === 1) watch.pending.add(node);
+        } else if (record.target !== document.documentElement && record.target !== document.body
+                   && record.target.style.display !== 'none') {
+          watch.pending.add(record.target);
+        }
+      }
+      if (watch.pending.size && !watch.queued) {
+        watch.queued = true;
+        setTimeout(check, 0);
+      }
+    }).observe(document.documentElement, { childList: true, subtree: true, attributes: true,
+      attributeFilter: ['class', 'style', 'hidden', 'open'] });
+    return hidden;
   };
 
   // Known platforms (render/rules/*.toml): when one of their elements is on the page, its scroll lock goes.
