@@ -27,6 +27,9 @@ RUN python3 -m venv /opt/venv \
         > /tmp/dependencies.txt \
     && /opt/venv/bin/pip install --no-cache-dir -c requirements.lock -r /tmp/dependencies.txt \
     && rm /tmp/dependencies.txt
+# block_cookie_banners' rules: DuckDuckGo's autoconsent at the version deploy/npm/package-lock.json pins.
+COPY deploy/npm/package.json deploy/npm/package-lock.json deploy/npm/
+RUN npm ci --prefix deploy/npm --ignore-scripts --no-audit --no-fund --loglevel=error && npm cache clean --force
 COPY service service
 COPY render render
 COPY animate animate
@@ -43,6 +46,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     SCREENSHOT_HOST=0.0.0.0 \
     SCREENSHOT_PORT=8000 \
     SCREENSHOT_DATA_DIR=/data \
+    SCREENSHOT_CONSENT_RULES_DIR=/opt/screenshot-service/deploy/npm/node_modules/@duckduckgo/autoconsent \
     SCREENSHOT_LOG_FORMAT=json
 VOLUME ["/data"]
 EXPOSE 8000

@@ -4,26 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit soak bench docs system venv clean
+.PHONY: run test lint unit soak bench docs system venv rules corpus clean
+# npm installs, pinned by their package-lock.json, redone only when a lock changes:
+# the rules the service runs in pages (autoconsent) and the consent libraries the tests put on pages.
+NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+RULES := deploy/npm/node_modules/.package-lock.json
+CORPUS := tests/consent/node_modules/.package-lock.json
 
-run: system venv
+run: system venv rules
 	$(BIN)/screenshot-service run
 
-test: system venv lint
+test: system venv rules corpus lint
 	$(BIN)/pytest
 
 lint: venv
 	$(BIN)/ruff check service render animate storage tests bench
 	$(BIN)/mypy
 
-unit: venv
+unit: venv rules
 	$(BIN)/pytest -m "not browser"
 
 # The full soak of issue 8: 1,000 mixed captures, worker memory before and after (about 9 minutes here).
 soak: system venv
 	SOAK_CAPTURES=1000 $(BIN)/pytest -s tests/integration/test_soak.py
 
-bench: system venv
+bench: system venv rules
 	$(BIN)/python bench/run.py
 
 docs: venv
@@ -32,6 +37,14 @@ docs: venv
 
 system:
 	@bash deploy/install-system-packages.sh
+
+rules: $(RULES)
+$(RULES): deploy/npm/package-lock.json
+	cd deploy/npm && $(NPM_CI)
+
+corpus: $(CORPUS)
+$(CORPUS): tests/consent/package-lock.json
+	cd tests/consent && $(NPM_CI)
 
 venv: $(STAMP)
 
@@ -42,4 +55,4 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $@
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache deploy/npm/node_modules tests/consent/node_modules

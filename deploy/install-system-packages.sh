@@ -27,6 +27,11 @@ PACKAGES=(
   libnss3-tools
   ca-certificates
 )
+# npm installs the pinned rule set of block_cookie_banners (deploy/npm). Debian's package, unless an npm
+# is already there (NodeSource's nodejs ships its own and conflicts with Debian's npm package).
+if ! command -v npm >/dev/null; then
+  PACKAGES+=(npm)
+fi
 if [[ "$mode" == "--image" ]]; then
   # The image brings its own Python (Debian bookworm's 3.11) and an init that reaps Chromium's zombies.
   PACKAGES+=(python3 python3-venv tini)

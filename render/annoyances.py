@@ -120,7 +120,7 @@ class Annoyances:
             await self.consent.settle(deadline)
             if await self._page_side(page, "countBanners", self._evidence()):
                 await self._hand_over(page, deadline)
-        self.hidden += int(await self._page_side(page, "hideBanners", self._evidence()) or 0)
+        self.hidden += await self._page_side(page, "hideBanners", self._evidence())
 
     def _evidence(self) -> dict[str, bool]:
         """What the page side is told: whether to take sign-up overlays too, and whether this job has seen
@@ -141,9 +141,9 @@ class Annoyances:
                 return
 
     @staticmethod
-    async def _page_side(page: Page, task: str, argument: object) -> object:
+    async def _page_side(page: Page, task: str, argument: object) -> int:
         try:
-            return await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument])
+            return int(await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument]) or 0)
         except PlaywrightError as error:  # a page navigating away meanwhile: nothing to hide on it
             LOG.debug("annoyances: %s failed: %s", task, error)
             return 0

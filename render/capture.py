@@ -12,10 +12,10 @@ from playwright.async_api import Response
 
 from render import effects, fullpage, imaging, metadata, preparation, request_context
 from render.annoyances import Annoyances
-from render.consent import RuleSet, consent_rule_set
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
+from render.consent import RuleSet, consent_rule_set
 from render.documents import VISIBLE_DOCUMENT, html_to_markdown
 from render.egress import REFUSED_HEADER, EgressProxy, Upstream
 from render.emulation import emulate, emulate_page

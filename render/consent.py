@@ -168,7 +168,7 @@ class Consent:
         except (PlaywrightError, TypeError, ValueError):
             result = False
         try:
-            await frame.evaluate("(reply) => window.autoconsentReceiveMessage && window.autoconsentReceiveMessage(reply)",
+            await frame.evaluate("(reply) => window.autoconsentReceiveMessage?.(reply)",
                                  {"type": "evalResp", "id": request, "result": result})
         except PlaywrightError:
             pass  # the frame went away

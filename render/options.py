@@ -175,12 +175,15 @@ class TakeOptions(BaseModel):
 
     # Blocking
     block_ads: Bool = param(False, "Blocking", "Block ads (EasyList).")
-    block_cookie_banners: Bool = param(False, "Blocking", "Hide cookie consent banners of 18 consent "
-                                       "platforms (OneTrust, Cookiebot, Didomi, ...; render/rules/cookie_banners.toml) "
-                                       "and undo their scroll locks.")
-    block_banners_by_heuristics: Bool = param(False, "Blocking", "Hide fixed or sticky overlays and modal "
-                                              "dialogs about cookies, consent, newsletters or sign-up, and "
-                                              "restore scrolling.")
+    block_cookie_banners: Bool = param(False, "Blocking", "Refuse cookie consent banners: DuckDuckGo's "
+                                       "autoconsent rules (hundreds of consent platforms and a heuristic) opt out "
+                                       "with the banner's own buttons, or hide it; a banner still up is hidden "
+                                       "on evidence (README, Cookie banners), and what it left (backdrop, blur, "
+                                       "scroll lock) is undone.")
+    block_banners_by_heuristics: Bool = param(False, "Blocking", "Hide consent banners on evidence alone (on "
+                                              "top of the page, consent wording, a consent action among their "
+                                              "controls) and sign-up overlays that ask for an e-mail address; "
+                                              "undo their backdrop, blur and scroll lock.")
     block_chats: Bool = param(False, "Blocking", "Block live chat widgets of 17 vendors (Intercom, Drift, "
                               "Crisp, ...; render/rules/chats.toml).")
     block_trackers: Bool = param(False, "Blocking", "Block trackers (EasyPrivacy).")

@@ -15,12 +15,13 @@
     String.raw`\b(use of|accept|allow|enable)\b[^.]{0,30}\bcookies?\b`,
     String.raw`\b(collect|process)\b[^.]{0,60}\b(data|information)\b`,
     // German, French, Spanish, Italian, Dutch, Portuguese, Polish, Swedish, Danish, Norwegian
-    String.raw`\b(cookies|einwilligung|datenschutz|zustimmung|consentement|vie privée|données personnelles|traceurs|consentimiento|privacidad|datos personales|consenso|toestemming|persoonsgegevens|consentimento|privacidade|dados pessoais|zgod[ay]|prywatno|pliki cookie|samtycke|kakor|samtykke|personvern|informasjonskapsler)\b`,
+    String.raw`\b(wir (verwenden|nutzen|setzen) cookies|einwilligung|datenschutz|zustimmung|consentement|vie privée|données personnelles|traceurs|consentimiento|privacidad|datos personales|consenso|toestemming|persoonsgegevens|consentimento|privacidade|dados pessoais|zgod[ay]|prywatno|pliki cookie|samtycke|kakor|samtykke|personvern|informasjonskapsler)\b`,
   ].join('|'), 'i');
   // A control's whole label (lower case, spaces collapsed, punctuation stripped).
   const ACTION = new RegExp('^(' + [
-    String.raw`(i )?(accept|agree|allow|consent|understand|understood)( (all|cookies|all cookies|and (continue|close)|selection|selected|necessary))*`,
-    String.raw`(reject|decline|deny|refuse|disagree|dismiss|close|continue|save|manage|customi[sz]e|configure|adjust|change|more options|(cookie )?(settings|preferences|options))\b.{0,60}`,
+    String.raw`(i )?(accept|agree|allow|consent|understand|understood)\b.{0,40}`,
+    String.raw`(i )?(reject|decline|deny|refuse|disagree|dismiss|close|continue|save|manage|customi[sz]e|configure|adjust|change|more options|(cookie )?(settings|preferences|options))\b.{0,60}`,
+    String.raw`(that'?s|that is|it'?s) (ok|okay|fine)|let me choose|choose|no,? thanks?`,
     String.raw`(only|use only|accept only|allow only)? ?(necessary|essential|required|strictly necessary)( cookies)?( only)?`,
     String.raw`ok|okay|got it|yes|no|no thanks|x|×|✕|✖|✗|╳`,
     String.raw`(alle )?(akzeptieren|ablehnen|zustimmen|annehmen)|einverstanden|verstanden|einstellungen|nur (notwendige|essenzielle).{0,30}|speichern`,
@@ -29,6 +30,11 @@
     String.raw`(alles )?(accepteren|weigeren)|akkoord|instellingen|aceitar( todos)?|rejeitar|recusar|akceptuj[eę]|odrzu[cć].{0,20}|zgadzam si[eę]|ustawienia`,
     String.raw`godk[aä]nn.{0,20}|acceptera.{0,20}|avvisa.{0,20}|afvis.{0,20}|godta.{0,20}|avvis.{0,20}`,
   ].join('|') + ')$', 'i');
+  // A banner that never says "cookie" or "consent" (Klaro: "Services we would like to use") still offers
+  // to accept and to refuse, and names what for.
+  const ACCEPT = /^(i )?(accept|agree|allow|enable|(alle )?akzeptieren|zustimmen|(tout )?accepter|aceptar|accetta|accepteren|aceitar)\b/i;
+  const REFUSE = /^(i )?(reject|decline|deny|refuse|disable|(only )?(necessary|essential)|(alle )?ablehnen|(tout )?refuser|rechazar|rifiuta|weigeren|rejeitar|recusar)\b/i;
+  const PURPOSES = /analytic|marketing|advertis|tracking|statistic|services|purposes|partners|vendors|personali[sz]/i;
   const SIGN_UP = /newsletter|subscribe|sign[ -]?up|join our|mailing list|inscri|anmelden|abonn/i;
   const MAX_TEXT = 3000;  // more text than this is page content, not a banner
   const CONTROLS = 'button, [role=button], a, input[type=button], input[type=submit], [class*=button], [class*=btn]';
@@ -79,6 +85,16 @@
     }
     return false;
   };
+  const acceptsAndRefuses = (el) => {
+    let accepts = false, refuses = false;
+    for (const control of controls(el)) {
+      const text = label(control);
+      if (text.length > 60) continue;
+      accepts ||= ACCEPT.test(text);
+      refuses ||= REFUSE.test(text);
+    }
+    return accepts && refuses;
+  };
   // What a consent tool leaves once answered: a small pinned button to change the choice ("Cookie
   // policy", a cookie icon). Hidden only in a job that saw a banner.
   const REVISIT = /cookie|consent|privacy|datenschutz|confidentialit|privacidad|gdpr|tracking/i;
@@ -86,6 +102,16 @@
     && box.width < width / 2 && (el.innerText || '').trim().length <= 40
     && [el, ...el.querySelectorAll(CONTROLS)].some((control) => (control.matches(CONTROLS)
       || getComputedStyle(control).cursor === 'pointer') && REVISIT.test(label(control)));
+
+  // What an element says, with what is slotted into it from outside its shadow root (a web component's
+  // banner text usually is).
+  const textOf = (el, shown) => {
+    let text = (shown ? el.innerText : el.textContent) || '';
+    for (const slot of el.querySelectorAll('slot')) {
+      for (const node of slot.assignedNodes({ flatten: true })) text += ' ' + (node.textContent || '');
+    }
+    return text.replace(/\s+/g, ' ').trim();
+  };
 
   // The outermost overlays that are consent banners (or, with `signUp`, sign-up overlays; with `seen`,
   // the buttons a consent tool leaves), among `candidates`. One that is shown must be what the page shows
@@ -101,11 +127,11 @@
       const box = el.getBoundingClientRect();
       if (box.width < 1 || box.height < 1) continue;
       const shown = inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
-      const text = ((shown ? el.innerText : el.textContent) || '').trim();
+      const text = textOf(el, shown);
       if (!text && !seen) continue;
       if (pageContent(el, text)) continue;
       if (shown && !onTop(el, box)) continue;
-      const consent = CONSENT.test(text) && consentAction(el);
+      const consent = (CONSENT.test(text) && consentAction(el)) || (PURPOSES.test(text) && acceptsAndRefuses(el));
       const asksForAddress = signUp && shown && SIGN_UP.test(text) && (isDialog(el) || centred(box))
         && el.querySelector('input[type=email], input[name*=mail i], input[placeholder*=mail i]') !== null;
       if (consent || asksForAddress || (seen && revisitButton(el, style, box))) found.push(outermost(el, text));

@@ -20,8 +20,7 @@ from tests.images import decode
 from tests.plain import differing_pixels
 from tests.site import Site
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    not NODE_MODULES.is_dir(), reason="the consent corpus is not installed: `make test` runs npm ci in tests/consent")]
+pytestmark = pytest.mark.browser
 VIEWPORT = {"viewport_width": 1280, "viewport_height": 800}
 BANNER_PIXELS = 2000  # the smallest banner of the corpus covers far more than this
 
@@ -60,6 +59,7 @@ def article(client: httpx.Client, org: Org, site: Site) -> dict[str, pyvips.Imag
 @pytest.mark.parametrize("page", CONSENT_PAGES, ids=lambda page: page.name)
 def test_a_real_banner_is_refused_or_hidden_and_leaves_nothing_behind(
         client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image], page: object) -> None:
+    assert NODE_MODULES.is_dir(), "the consent corpus is not installed: `make test` runs npm ci in tests/consent"
     url = site.url(f"/consent/{page.name}.html")  # type: ignore[attr-defined]
     shown = image(client, org, url, delay="1")  # once the library's banner is in (some slide or fade in)
     assert differing_pixels(shown, article["viewport"]) > BANNER_PIXELS, "the library showed no banner"
