@@ -28,7 +28,7 @@ unit: venv rules
 soak: system venv
 	SOAK_CAPTURES=1000 $(BIN)/pytest -s tests/integration/test_soak.py
 
-bench: system venv rules
+bench: system venv rules corpus
 	$(BIN)/python bench/run.py
 
 docs: venv

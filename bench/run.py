@@ -158,6 +158,13 @@ SCENARIOS = [
              service_params=(("full_page_scroll", "false"),)),
     Scenario("page with ads", "/bench/ads.html"),
     Scenario("page with ads, block_ads", "/bench/ads.html", service_params=(("block_ads", "true"),), plain=False),
+    # The cost of block_cookie_banners (issue 20): on a page without a banner, and on a real consent library's
+    # (tests/consent, installed by `make bench`), against the same page without the option.
+    Scenario("simple page, block_cookie_banners", "/bench/simple.html",
+             service_params=(("block_cookie_banners", "true"),), plain=False),
+    Scenario("consent banner page (vanilla-cookieconsent)", "/consent/vanilla-bar.html"),
+    Scenario("consent banner page, block_cookie_banners", "/consent/vanilla-bar.html",
+             service_params=(("block_cookie_banners", "true"),), plain=False),
 ]
 MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8", "webp": b"RIFF"}
 
@@ -445,6 +452,11 @@ def main() -> None:
           f"{memory['rss_summed_mib']:.0f} MiB RSS summed over its processes; {memory['pss_mib']:.0f} MiB PSS")
     blocking = stats["service page with ads, block_ads"].p50 / stats["service page with ads"].p50
     print(f"block_ads / without on the page with ads: {blocking:.2f}x")
+    for page, without, option in (
+            ("without a banner", f"service {SIMPLE.name}", "service simple page, block_cookie_banners"),
+            ("with one", "service consent banner page (vanilla-cookieconsent)",
+             "service consent banner page, block_cookie_banners")):
+        print(f"block_cookie_banners on a page {page}: {(stats[option].p50 - stats[without].p50) * 1000:+.0f} ms p50")
     recording = stats["recording"]
     print(f"5 s 1280x720 scroll mp4: p50 {recording.p50:.2f} s end to end = {recording.p50 / 5:.2f}x its duration")
     results = ROOT / "bench" / "results"

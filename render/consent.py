@@ -159,13 +159,12 @@ class Consent:
 
     @staticmethod
     async def _eval(frame: Frame, request: Any, code: Any) -> None:
-        """Runs a rule's snippet in the frame's main world and answers with its result (false on error)."""
+        """Runs a rule's snippet in the frame's main world and answers whether it held (false on error)."""
         if not isinstance(request, str) or not isinstance(code, str):
             return
         try:
-            result = await frame.evaluate(code)
-            json.dumps(result)
-        except (PlaywrightError, TypeError, ValueError):
+            result = bool(await frame.evaluate(code))  # a snippet's answer is a condition (requestEval: boolean)
+        except PlaywrightError:
             result = False
         try:
             await frame.evaluate("(reply) => window.autoconsentReceiveMessage?.(reply)",

@@ -170,9 +170,24 @@ src="{_lib("@porscheofficial/cookie-consent-banner/dist/cookie-consent-banner/co
     ConsentPage("cookie-notice", "cookie-notice", "bar", body=f"""<script
 src="{_lib("cookie-notice/dist/cookie.notice.min.js")}"></script>
 <script>new cookieNoticeJS({{ learnMoreLinkEnabled: true, learnMoreLinkHref: '/privacy' }});</script>"""),
+    ConsentPage("vanilla-cloud", "vanilla-cookieconsent", "bar", body=f"""{_VANILLA}<script>
+CookieConsent.run({{ guiOptions: {{ consentModal: {{ layout: 'cloud inline', position: 'bottom center' }} }},
+  {_VANILLA_TEXT} }});</script>"""),
+    ConsentPage("osano-edgeless-top-right", "cookieconsent", "bar", body=f"""{_OSANO}<script>
+window.cookieconsent.initialise({{ {_OSANO_PALETTE}, "theme": "edgeless", "position": "top-right",
+  "type": "opt-in" }});</script>"""),
+    ConsentPage("tarteaucitron-top", "tarteaucitronjs", "bar", head=_TARTEAUCITRON.replace("{orientation}", "top")),
+    ConsentPage("tarteaucitron-popup", "tarteaucitronjs", "modal",
+                head=_TARTEAUCITRON.replace("{orientation}", "popup")),
     ConsentPage("cookiebanner-bar", "cookiebanner", "bar", body=_COOKIEBANNER.replace("{attrs}", "")),
     ConsentPage("cookiebanner-mask", "cookiebanner", "modal",
                 body=_COOKIEBANNER.replace("{attrs}", 'data-position="top" data-mask="true"')),
+    # A site's own banner, no library: a script reserves room for it with the body's padding.
+    ConsentPage("own-bar-reserving-room", "(none)", "bar", body="""<div id="consent" style="position:fixed;top:0;
+left:0;right:0;background:#102030;color:#fff;padding:14px 32px">We use cookies to measure how our articles are
+read. <button>Accept</button> <button>Reject</button></div><script>
+setTimeout(() => { document.body.style.paddingTop = document.getElementById('consent').offsetHeight + 'px'; }, 0);
+</script>"""),
 ]
 
 

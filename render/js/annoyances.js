@@ -155,8 +155,19 @@
   // What a banner leaves behind once it is gone: the dimmed or blurred layer behind a modal (a fixed
   // element over the whole viewport, on top, with next to no text), a blur on the page's outer boxes,
   // and the scroll lock on <html>/<body> (overflow hidden, or the body pinned with position: fixed).
-  const undoLeftovers = () => {
+  // `heights`: of the banners just hidden; inline padding or margin a script put on <html>/<body> to make
+  // room for one of them goes too.
+  const undoLeftovers = (heights = []) => {
     let undone = 0;
+    for (const el of [document.documentElement, document.body]) {
+      for (const property of ['padding-top', 'padding-bottom', 'margin-top', 'margin-bottom']) {
+        const value = parseFloat(el?.style.getPropertyValue(property));
+        if (value > 0 && heights.some((height) => Math.abs(height - value) <= 2)) {
+          el.style.removeProperty(property);
+          undone++;
+        }
+      }
+    }
     for (const el of elements(document)) {
       if (el === document.body || el === document.documentElement) continue;
       const style = getComputedStyle(el);
@@ -201,8 +212,9 @@
   }).length;
 
   const hide = (found, seen) => {
+    const heights = found.map((el) => el.getBoundingClientRect().height);
     for (const el of found) el.style.setProperty('display', 'none', 'important');
-    if (found.length || seen) undoLeftovers();
+    if (found.length || seen) undoLeftovers(heights);
     return found.length;
   };
 
