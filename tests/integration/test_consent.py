@@ -61,7 +61,8 @@ def test_a_real_banner_is_refused_or_hidden_and_leaves_nothing_behind(
         client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image], page: object) -> None:
     assert NODE_MODULES.is_dir(), "the consent corpus is not installed: `make test` runs npm ci in tests/consent"
     url = site.url(f"/consent/{page.name}.html")  # type: ignore[attr-defined]
-    shown = image(client, org, url, delay="1")  # once the library's banner is in (some slide or fade in)
+    # Once the library's banner is in: some slide or fade in (bootstrap-cookie-alert starts 1 s after load).
+    shown = image(client, org, url, delay="2")
     assert differing_pixels(shown, article["viewport"]) > BANNER_PIXELS, "the library showed no banner"
     for delay in ("0", "1"):  # right after load, and once the page has settled
         blocked = image(client, org, url, full_page="true", block_cookie_banners="true", delay=delay)
