@@ -64,10 +64,6 @@ def platforms(kind: str) -> tuple[Platform, ...]:
                  for name, table in tables.items())
 
 
-def wanted(options: TakeOptions) -> bool:
-    return bool(options.block_cookie_banners or options.block_chats or options.block_banners_by_heuristics)
-
-
 class Annoyances:
     """What one job refuses or hides: the options it names, with the installed autoconsent (`consent_rules`;
     None when it is not installed, then only the evidence-based hiding runs)."""
@@ -121,6 +117,8 @@ class Annoyances:
             if await self._page_side(page, "countBanners", self._evidence()):
                 await self._hand_over(page, deadline)
         self.hidden += await self._page_side(page, "hideBanners", self._evidence())
+        if self.consent is not None and self.consent.handled:
+            LOG.debug("autoconsent opted out of %s; %d banners hidden on evidence", self.consent.handled, self.hidden)
 
     def _evidence(self) -> dict[str, bool]:
         """What the page side is told: whether to take sign-up overlays too, and whether this job has seen

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -27,7 +26,6 @@ from playwright.async_api import Frame, Page
 
 from render.settings import RenderSettings
 
-LOG = logging.getLogger(__name__)
 BUNDLED = Path(__file__).parents[1] / "deploy" / "npm" / "node_modules" / "@duckduckgo" / "autoconsent"
 _GLUE = (Path(__file__).parent / "js" / "consent.js").read_text()
 BINDING = "__screenshotConsent"
@@ -104,7 +102,7 @@ class Consent:
 
     @property
     def handled(self) -> list[str]:
-        """The platforms autoconsent opted out of (or hid), for the job's log."""
+        """The platforms autoconsent opted out of (or hid), for the worker's debug log."""
         return [state.cmp for state in self._frames.values() if state.opted_out]
 
     @property
