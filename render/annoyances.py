@@ -15,18 +15,18 @@ Both checks run after load and again just before the capture (banners often come
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
+from render.browser import Tab
 from render.consent import Consent, RuleSet
 from render.options import TakeOptions
 from render.styles import style_sheet_init_script
@@ -34,9 +34,6 @@ from render.styles import style_sheet_init_script
 LOG = logging.getLogger(__name__)
 RULES_DIR = Path(__file__).parent / "rules"
 _PAGE_SIDE = (Path(__file__).parent / "js" / "annoyances.js").read_text()
-# A banner still up after load that autoconsent has not taken yet: how long autoconsent gets to take it
-# (its heuristic looks again about 500 ms after its first look) before it is hidden instead.
-HANDOVER_SECONDS = 1.5
 
 
 @dataclass(frozen=True)
@@ -78,8 +75,9 @@ class Annoyances:
 
     @property
     def changes_page(self) -> bool:
-        """Whether the page gets init scripts or bindings (the tab is not reused as is afterwards)."""
-        return bool(self.platforms or self.consent)
+        """Whether the page gets init scripts the job cannot take back (the tab is not reused as is
+        afterwards). autoconsent's stay on the page, off between jobs (render/consent.py)."""
+        return bool(self.platforms)
 
     def blocks(self, url: str) -> bool:
         """Whether a request loads one of the job's chat widgets."""
@@ -98,50 +96,44 @@ class Annoyances:
                              "position: static !important; }")
         return "\n".join(rules)
 
-    async def install(self, page: Page) -> None:
+    async def install(self, tab: Tab) -> None:
         """Before loading: autoconsent and the chat widgets' style sheet go into every document."""
         if self.consent is not None:
-            await self.consent.install(page)
+            await self.consent.install(tab)
         if self.platforms:
-            await page.add_init_script(style_sheet_init_script(self.style_sheet()))
+            await tab.page.add_init_script(style_sheet_init_script(self.style_sheet()))
 
     async def clear(self, page: Page, deadline: float) -> None:
-        """After loading, and again before the capture: let autoconsent finish what it started, give it a
-        banner it has not taken yet, hide what is left and undo what banners left behind."""
+        """After loading, and again before the capture: let autoconsent finish what it started, and have
+        its first look at a banner it has not taken yet; hide what is left and undo what banners left
+        behind."""
         if self._selectors:
             await self._page_side(page, "unlockAfterPlatforms", self._selectors)
         if not (self.cookie_banners or self.heuristics):
             return
         if self.consent is not None:
             await self.consent.settle(deadline)
-            if await self._page_side(page, "countBanners", self._evidence()):
-                await self._hand_over(page, deadline)
-        self.hidden += await self._page_side(page, "hideBanners", self._evidence())
+            found = await self._page_side(page, "clearBanners", self._evidence(hide=False))
+            if found and found["found"] and not found["hidden"]:
+                await self.consent.settle(deadline, banner_up=True)
+            else:
+                self.hidden += found["hidden"] if found else 0
+                return
+        found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
+        self.hidden += found["hidden"] if found else 0
         if self.consent is not None and self.consent.handled:
             LOG.debug("autoconsent opted out of %s; %d banners hidden on evidence", self.consent.handled, self.hidden)
 
-    def _evidence(self) -> dict[str, bool]:
-        """What the page side is told: whether to take sign-up overlays too, and whether this job has seen
-        a banner (then the buttons a consent tool leaves go too)."""
+    def _evidence(self, *, hide: bool) -> dict[str, bool]:
+        """What the page side is told: whether to hide banners shown now, whether to take sign-up overlays
+        too, and whether this job has seen a banner (then the buttons a consent tool leaves go too)."""
         seen = self.hidden > 0 or (self.consent is not None and self.consent.found_banner)
-        return {"signUp": self.heuristics, "seen": seen}
-
-    async def _hand_over(self, page: Page, deadline: float) -> None:
-        """A banner is up that autoconsent has not taken: wait for it to opt out (its heuristic or a rule
-        that needed the banner on screen), at most HANDOVER_SECONDS."""
-        assert self.consent is not None
-        limit = min(time.monotonic() + HANDOVER_SECONDS, deadline)
-        while time.monotonic() < limit:
-            await asyncio.sleep(0.1)
-            if self.consent.busy(time.monotonic()):
-                await self.consent.settle(deadline)
-            if not await self._page_side(page, "countBanners", self._evidence()):
-                return
+        return {"hide": hide, "signUp": self.heuristics, "seen": seen}
 
     @staticmethod
-    async def _page_side(page: Page, task: str, argument: object) -> int:
+    async def _page_side(page: Page, task: str, argument: object) -> Any:
         try:
-            return int(await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument]) or 0)
+            return await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument])
         except PlaywrightError as error:  # a page navigating away meanwhile: nothing to hide on it
             LOG.debug("annoyances: %s failed: %s", task, error)
-            return 0
+            return None

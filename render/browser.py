@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Frame, Page, Playwright, async_playwright
@@ -167,6 +167,12 @@ def chromium_binary(configured: str) -> str:
     return str(binary) if binary is not None and binary.exists() else configured
 
 
+class PageHelper(Protocol):
+    """Something a job installed in its page for the page's lifetime, off between jobs."""
+
+    def switch_off(self) -> None: ...
+
+
 @dataclass
 class Tab:
     """A page in its own context, with a CDP session for captures."""
@@ -187,6 +193,10 @@ class Tab:
     credentials_used: bool = False
     # Who continues the page's paused requests when one asks to see them all (render.request_context).
     on_request: Callable[[dict[str, Any]], None] | None = None
+    # Page-side helpers installed for the page's lifetime (an init script with its binding: render.consent),
+    # by name. A job switches on the ones it wants; all are switched off when it is over, so they do not
+    # make the page dirty.
+    helpers: dict[str, PageHelper] = field(default_factory=dict)
     _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
 
     def paused(self, event: dict[str, Any]) -> None:
@@ -393,6 +403,8 @@ class BrowserSupervisor:
         """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
         when due, and prepare a spare tab when one may serve."""
         self._jobs_since_start += 1
+        for helper in tab.helpers.values():
+            helper.switch_off()
         restart_due = not healthy or self._jobs_since_start >= self._settings.jobs_per_browser
         # Measured while the page is wiped (the answer takes a round trip to Chromium).
         measuring = None if restart_due or not self._settings.chromium_memory_mb else asyncio.ensure_future(

@@ -31,7 +31,7 @@ from render.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.navigation import check_host_status, load_source
 from render.network_policy import AddressNotAllowed, NetworkPolicy, check_main_url
 from render.options import IMAGE_FORMATS, TakeOptions
-from render.preparation import prepare
+from render.preparation import prepare, prepares
 from render.regions import Region, region_for, scroll_into_view
 from render.request_params import country_proxy
 from render.screenshot import screenshot
@@ -130,7 +130,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
     if blocker is not None:
         await blocker.attach(tab.page)
-    await annoyances.install(tab.page)
+    await annoyances.install(tab)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     response = await _load(tab, options, env, deadline)
     if blocker is not None:
@@ -139,7 +139,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
-    if annoyances.cookie_banners or annoyances.heuristics or options.delay:
+    if options.delay or prepares(options):
         await annoyances.clear(tab.page, deadline)  # what appeared meanwhile
     await check_content(tab.page, options)
     failed_requests.check(options)

@@ -193,6 +193,12 @@ async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
             await element.dispose()
 
 
+def prepares(options: TakeOptions) -> bool:
+    """Whether `prepare` has anything to do for `options`."""
+    return bool(options.wait_for_selector or options.hide_selectors or options.styles or options.scripts
+                or options.click or options.hover)
+
+
 async def prepare(page: Page, options: TakeOptions, deadline: float) -> None:
     """Every preparation step, in the order a person would: wait, style, script, click, hover."""
     await wait_for_selectors(page, options, deadline)

@@ -96,7 +96,8 @@ _VANILLA_TEXT = """language: { default: 'en', translations: { en: {
     acceptAllBtn: 'Accept all', acceptNecessaryBtn: 'Reject all', showPreferencesBtn: 'Manage preferences' },
   preferencesModal: { title: 'Cookie preferences', acceptAllBtn: 'Accept all', acceptNecessaryBtn: 'Reject all',
     savePreferencesBtn: 'Save preferences', sections: [{ title: 'Analytics', linkedCategory: 'analytics' }] } } } },
-categories: { necessary: { enabled: true, readOnly: true }, analytics: {} }"""
+categories: { necessary: { enabled: true, readOnly: true }, analytics: {} },
+onConsent: ({ cookie }) => { document.documentElement.dataset.consent = cookie.categories.join(' '); }"""
 
 _KLARO_SERVICES = """services: [{ name: 'analytics', title: 'Web analytics', purposes: ['analytics'] }],
 translations: { en: { purposes: { analytics: 'Analytics' } } }"""

@@ -205,12 +205,10 @@
     return undone;
   };
 
-  // Counts the banners shown on the page now, without touching them.
-  const countBanners = (options) => banners(options, everywhere()).filter((el) => {
+  const shownNow = (el) => {
     const box = el.getBoundingClientRect();
     return inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
-  }).length;
-
+  };
   const hide = (found, seen) => {
     const heights = found.map((el) => el.getBoundingClientRect().height);
     for (const el of found) el.style.setProperty('display', 'none', 'important');
@@ -218,15 +216,21 @@
     return found.length;
   };
 
-  // Hides the banners up now and, when any banner was seen in this job (`seen`), what they left. Then
-  // keeps watching: a banner that comes later (a script that renders it after load, a web component that
-  // hydrates) is hidden as it comes, until the page is unloaded. Returns how many banners it hid now.
-  const hideBanners = (options) => {
-    const hidden = hide(banners(options, everywhere()), options.seen);
+  // The banners on the page now. Without `hide`, a page with banners is left alone (autoconsent may still
+  // refuse them: the worker waits for it, then asks again with `hide`). Otherwise they are hidden, and,
+  // when any banner was seen in this job (`seen`), what they left; then the page is watched: a banner that
+  // comes later (a script that renders it after load, a web component that hydrates) is hidden as it
+  // comes, until the page is unloaded. Returns how many banners it found, how many of them were shown and
+  // how many it hid.
+  const clearBanners = (options) => {
+    const found = banners(options, everywhere());
+    const shown = found.filter(shownNow).length;
+    if (found.length && !options.hide) return { found: found.length, shown, hidden: 0 };
+    const hidden = hide(found, options.seen);
     const key = Symbol.for('screenshot-service.banner-watch');
     if (window[key]) {
       window[key].options = { ...options, seen: options.seen || hidden > 0 };
-      return hidden;
+      return { found: found.length, shown, hidden };
     }
     const watch = { options: { ...options, seen: options.seen || hidden > 0 }, pending: new Set(), queued: false };
     window[key] = watch;
@@ -258,7 +262,7 @@
       }
     }).observe(document.documentElement, { childList: true, subtree: true, attributes: true,
       attributeFilter: ['class', 'style', 'hidden', 'open'] });
-    return hidden;
+    return { found: found.length, shown, hidden };
   };
 
   // Known platforms (render/rules/*.toml): when one of their elements is on the page, its scroll lock goes.
@@ -268,5 +272,5 @@
     return found;
   };
 
-  return { countBanners, hideBanners, unlockAfterPlatforms }[task](argument);
+  return { clearBanners, unlockAfterPlatforms }[task](argument);
 }

@@ -92,3 +92,38 @@ def test_the_heuristics_alone_hide_every_banner_of_the_corpus_too(
         if blocked.height != article["full"].height or differing_pixels(blocked, article["full"]):
             failures.append(page.name)
     assert not failures
+
+
+def consent_given(client: httpx.Client, org: Org, url: str, **params: object) -> str | None:
+    """What vanilla-cookieconsent recorded as the visitor's choice (its onConsent writes the categories
+    into <html data-consent>), None when no choice was made."""
+    found = re.search(r'<html[^>]* data-consent="([^"]*)"', take(client, org, url, format="html", **params).text)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("name", ["vanilla-bar", "vanilla-box-blocking"])
+def test_a_banner_autoconsent_has_a_rule_for_is_refused_not_only_hidden(
+        client: httpx.Client, org: Org, site: Site, name: str) -> None:
+    url = site.url(f"/consent/{name}.html")
+    assert consent_given(client, org, url) is None
+    # autoconsent clicked "Reject all": only the necessary category, which cannot be refused.
+    assert consent_given(client, org, url, block_cookie_banners="true") == "necessary"
+
+
+def test_the_next_job_on_the_same_page_without_the_option_sees_the_banner(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    """autoconsent stays installed in a page that served block_cookie_banners, switched off between jobs:
+    the organisation's next job, on the same kept page (the default viewport: nothing replaces the page),
+    runs none of it."""
+    url = site.url("/consent/vanilla-bar.html")
+
+    def shot(**params: object) -> pyvips.Image:
+        response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, **params})
+        assert response.status_code == 200, response.text
+        return decode(response.content)
+
+    for _ in range(2):
+        refused = shot(block_cookie_banners="true")
+        assert differing_pixels(shot(delay="1"), refused) > BANNER_PIXELS
+        html = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, "format": "html"})
+        assert html.status_code == 200 and "<html" in html.text and "data-consent" not in html.text
