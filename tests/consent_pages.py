@@ -189,6 +189,31 @@ left:0;right:0;background:#102030;color:#fff;padding:14px 32px">We use cookies t
 read. <button>Accept</button> <button>Reject</button></div><script>
 setTimeout(() => { document.body.style.paddingTop = document.getElementById('consent').offsetHeight + 'px'; }, 0);
 </script>"""),
+    # Held out: added once the libraries above passed, and checked the same way (they passed as they are;
+    # see issue 20's notes).
+    ConsentPage("cookie-consent-js", "cookie-consent-js", "modal", body=f"""<link rel="stylesheet"
+href="{_lib("cookie-consent-js/src/cookie-consent.css")}">
+<script src="{_lib("cookie-consent-js/src/cookie-consent.js")}"></script>
+<script>const cookieConsent = new CookieConsent({{
+  contentUrl: "{_lib("cookie-consent-js/cookie-consent-content")}", privacyPolicyUrl: "/privacy" }});</script>"""),
+    ConsentPage("cookie-though", "cookie-though", "bar", body=f"""<script src="{_lib("cookie-though/dist/lib.js")}">
+</script><script>CookieThough.init({{
+  policies: [{{ id: 'essential', label: 'Strictly necessary cookies', category: 'essential',
+                description: 'We need these cookies for the site to work.' }},
+             {{ id: 'statistics', label: 'Statistics', category: 'statistics',
+                description: 'They tell us how our articles are read.' }}],
+  essentialLabel: 'Always on', permissionLabels: {{ accept: 'Accept', acceptAll: 'Accept all', decline: 'Decline' }},
+  cookiePreferenceKey: 'cookie-preferences',
+  header: {{ title: 'cookie though?', subTitle: "You're probably fed up with these banners...",
+             description: 'Everybody wants to show their best side, and so do we. That is why we use cookies.' }},
+  cookiePolicy: {{ url: '/cookies', label: 'Read the full cookie declaration' }}, customizeLabel: 'Customize' }});
+</script>"""),
+    # Its README's set-up, but `implicit: false`: with `true` it accepts on the visitor's first scroll, and
+    # a full-page capture scrolls.
+    ConsentPage("gdpr-cookie-notice", "gdpr-cookie-notice", "bar", body=f"""<link rel="stylesheet"
+href="{_lib("gdpr-cookie-notice/dist/style.css")}"><script src="{_lib("gdpr-cookie-notice/dist/script.js")}"></script>
+<script>gdprCookieNotice({{ locale: 'en', timeout: 500, expiration: 30, implicit: false, statement: '/cookies',
+  performance: ['JSESSIONID'], analytics: ['ga'], marketing: ['SSID'] }});</script>"""),
 ]
 
 
@@ -219,6 +244,10 @@ transform:translate(-50%,-50%);width:420px;background:#fff8e7;border:3px solid #
 box-shadow:0 4px 24px rgba(0,0,0,.3)"><h2>Grandma's cookies</h2><p>Cream the butter and sugar, add the eggs,
 then fold in flour and chocolate. Bake 12 minutes.</p><button>Accept challenge</button>
 <button>Next recipe</button></div>"""),
+    # A site's fixed tab bar: its navigation, though it links to "Your privacy" and "Settings".
+    LookAlike("app-tab-bar", """<div style="position:fixed;left:0;right:0;bottom:0;background:#eef;padding:8px 32px">
+<nav style="display:flex;gap:24px"><a href="/">Home</a><a href="/recipes">Recipes</a><a href="/saved">Saved</a>
+<a href="/privacy">Your privacy</a><a href="/settings">Settings</a></nav></div>"""),
 ]
 
 

@@ -64,9 +64,12 @@
     const hit = el.getRootNode().elementFromPoint(x, y);
     return hit !== null && (el === hit || el.contains(hit) || hit.contains(el));
   };
+  // Page content: a lot of text, the page's main content, or its navigation (a banner's own row of two or
+  // three links in a <nav> is not).
   const pageContent = (el, text) => text.length > MAX_TEXT
-    || el.querySelector('main, article, nav, [role=main], [role=navigation]') !== null
-    || el.matches('main, article, nav, header, [role=main], [role=navigation], [role=banner]');
+    || el.querySelector('main, article, [role=main]') !== null
+    || el.matches('main, article, nav, header, [role=main], [role=navigation], [role=banner]')
+    || [...el.querySelectorAll('nav, [role=navigation]')].some((nav) => nav.querySelectorAll('a').length > 4);
   const overlay = (el, style) => style.position === 'fixed' || style.position === 'sticky' || isDialog(el);
   const centred = (box) => Math.abs(box.left + box.width / 2 - width / 2) < width * 0.25
     && Math.abs(box.top + box.height / 2 - height / 2) < height * 0.25;
@@ -103,10 +106,16 @@
     && [el, ...el.querySelectorAll(CONTROLS)].some((control) => (control.matches(CONTROLS)
       || getComputedStyle(control).cursor === 'pointer') && REVISIT.test(label(control)));
 
-  // What an element says, with what is slotted into it from outside its shadow root (a web component's
-  // banner text usually is).
+  // What an element says: with what its own shadow root shows (a web component that draws its banner
+  // there), and what is slotted into it from outside its shadow root (a web component's banner text
+  // usually is).
   const textOf = (el, shown) => {
     let text = (shown ? el.innerText : el.textContent) || '';
+    for (const child of el.shadowRoot ? el.shadowRoot.children : []) {
+      if (!['STYLE', 'SCRIPT', 'LINK', 'TEMPLATE'].includes(child.tagName)) {
+        text += ' ' + ((shown ? child.innerText : child.textContent) || '');
+      }
+    }
     for (const slot of el.querySelectorAll('slot')) {
       for (const node of slot.assignedNodes({ flatten: true })) text += ' ' + (node.textContent || '');
     }
@@ -209,9 +218,22 @@
     const box = el.getBoundingClientRect();
     return inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
   };
+  // A web component's own style sheet can keep its host shown past an inline `display: none !important`
+  // (`:host { display: block !important }` wins over it: the shadow tree's important rules come first):
+  // the host then gets a rule of its own in its shadow root, more specific than any a component writes.
+  const HOST_HIDDEN = ':host(:not(#screenshot-service-shown)) { display: none !important; }';
+  const hideOne = (el) => {
+    el.style.setProperty('display', 'none', 'important');
+    if (el.getClientRects().length && el.shadowRoot) {
+      const sheet = new CSSStyleSheet();
+      sheet.replaceSync(HOST_HIDDEN);
+      el.shadowRoot.adoptedStyleSheets = [...el.shadowRoot.adoptedStyleSheets, sheet];
+    }
+    if (el.getClientRects().length) el.style.setProperty('visibility', 'hidden', 'important');
+  };
   const hide = (found, seen) => {
     const heights = found.map((el) => el.getBoundingClientRect().height);
-    for (const el of found) el.style.setProperty('display', 'none', 'important');
+    for (const el of found) hideOne(el);
     if (found.length || seen) undoLeftovers(heights);
     return found.length;
   };
