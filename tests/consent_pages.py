@@ -79,6 +79,9 @@ class ConsentPage:
     style: str  # "bar" or "modal"
     head: str = ""
     body: str = ""
+    # What of the library styles the page itself (a style sheet that sets the body's font): a visitor who
+    # refused sees it too, so the page is compared with the article with this in its head.
+    keeps: str = ""
 
 
 def _lib(path: str) -> str:
@@ -214,6 +217,25 @@ href="{_lib("cookie-consent-js/src/cookie-consent.css")}">
 href="{_lib("gdpr-cookie-notice/dist/style.css")}"><script src="{_lib("gdpr-cookie-notice/dist/script.js")}"></script>
 <script>gdprCookieNotice({{ locale: 'en', timeout: 500, expiration: 30, implicit: false, statement: '/cookies',
   performance: ['JSESSIONID'], analytics: ['ga'], marketing: ['SSID'] }});</script>"""),
+    # Held out, second round (after the first round's fixes).
+    # Its README imports it through a bundler; `module` stands in for the bundler's CommonJS wrapper.
+    ConsentPage("js-cookie-consent", "js-cookie-consent", "modal",
+                keeps=f'<link rel="stylesheet" href="{_lib("js-cookie-consent/dist/css/styles.css")}">',
+                body=f"""<script>var module = {{ exports: {{}} }};</script>
+<script src="{_lib("js-cookie-consent/dist/index.js")}"></script><script>module.exports({{
+  cookieName: 'cookiesGDPR', message: 'We use cookies to provide you with the best experience of our articles.',
+  options: [{{ title: 'Essential cookies', description: 'These cookies are strictly necessary.', key: 'essential',
+               disabled: true, checked: true }},
+            {{ title: 'Marketing analytics cookies', description: 'These cookies tell us how the site is read.',
+               key: 'analytics', disabled: false, checked: false }}],
+  learnMore: '/cookies', expiration: 7, color: '#6666ff' }});</script>"""),
+    ConsentPage("simple-cookie-consent", "simple-cookie-consent", "bar", body=f"""<link rel="stylesheet"
+href="{_lib("simple-cookie-consent/dist/simple-cookie-consent.min.css")}">
+<script src="{_lib("simple-cookie-consent/dist/simple-cookie-consent.min.js")}"></script>
+<script>const SimpleCookieConsent = window["simple-cookie-consent.js"];
+new (SimpleCookieConsent.default || SimpleCookieConsent)();</script>"""),
+    ConsentPage("eu-cookie-law", "eu-cookie-law", "bar", body=f"""<script
+src="{_lib("eu-cookie-law/dist/index.js")}"></script>"""),
 ]
 
 
@@ -248,6 +270,12 @@ then fold in flour and chocolate. Bake 12 minutes.</p><button>Accept challenge</
     LookAlike("app-tab-bar", """<div style="position:fixed;left:0;right:0;bottom:0;background:#eef;padding:8px 32px">
 <nav style="display:flex;gap:24px"><a href="/">Home</a><a href="/recipes">Recipes</a><a href="/saved">Saved</a>
 <a href="/privacy">Your privacy</a><a href="/settings">Settings</a></nav></div>"""),
+    # Bars in the page's flow, at its top and its bottom, that are not consent banners.
+    LookAlike("personal-data-notice", """<script>document.body.insertAdjacentHTML('afterbegin',
+'<div style="background:#fffbe6;padding:8px 32px">New: download your personal data from your account page. '
++ '<button>Got it</button></div>');</script>"""),
+    LookAlike("div-footer-privacy", """<div style="background:#ddd;padding:12px 32px">Your privacy matters to us.
+<a href="/privacy">Privacy settings</a> <a href="/terms">Terms</a> <a href="/contact">Contact</a></div>"""),
 ]
 
 
@@ -276,7 +304,11 @@ def routes() -> dict[str, Any]:
     html = "text/html; charset=utf-8"
     table: dict[str, Any] = {"/consent/article.html": lambda q: (200, html, page())}
     for consent in CONSENT_PAGES:
-        table[f"/consent/{consent.name}.html"] = (lambda c: lambda q: (200, html, page(c.head, c.body)))(consent)
+        table[f"/consent/{consent.name}.html"] = (
+            lambda c: lambda q: (200, html, page(c.keeps + c.head, c.body)))(consent)
+        if consent.keeps:
+            table[f"/consent/{consent.name}/without-banner.html"] = (
+                lambda c: lambda q: (200, html, page(c.keeps)))(consent)
     for look_alike in LOOK_ALIKES:
         table[f"/consent/look-alike/{look_alike.name}.html"] = (
             lambda a: lambda q: (200, html, page(body=a.body)))(look_alike)

@@ -1,11 +1,12 @@
 // The page side of render/annoyances.py, evaluated as `([task, argument]) => result`.
 //
 // A banner is hidden only on evidence that it is one: it is on top of the page (fixed, sticky or a
-// modal dialog, and what the page shows at its centre), it speaks of consent (cookies used for
-// something, consent, personal data, in several languages: never the word "cookie" alone), and it
+// modal dialog, and what the page shows at its centre; or a bar a script put above or below everything
+// else in the page's flow, which must then name cookies or consent), it speaks of consent (cookies used
+// for something, consent, personal data, in several languages: never the word "cookie" alone), and it
 // offers a consent action among its own controls (accept, refuse, settings, OK, close). A sign-up
 // overlay needs a modal dialog or a centred box with an e-mail field. Nothing with the page's own
-// content in it (main, article, nav, or more text than a banner has) is ever hidden.
+// content in it (main, article, nav, header, footer, or more text than a banner has) is ever hidden.
 ([task, argument]) => {
   const CONSENT = new RegExp([
     // English
@@ -14,8 +15,8 @@
     String.raw`\b(consent|your privacy|privacy (settings|preferences|choices)|personal (data|information)|data protection|gdpr|ccpa)\b`,
     String.raw`\b(use of|accept|allow|enable)\b[^.]{0,30}\bcookies?\b`,
     String.raw`\b(collect|process)\b[^.]{0,60}\b(data|information)\b`,
-    // German, French, Spanish, Italian, Dutch, Portuguese, Polish, Swedish, Danish, Norwegian
-    String.raw`\b(wir (verwenden|nutzen|setzen) cookies|einwilligung|datenschutz|zustimmung|consentement|vie privée|données personnelles|traceurs|consentimiento|privacidad|datos personales|consenso|toestemming|persoonsgegevens|consentimento|privacidade|dados pessoais|zgod[ay]|prywatno|pliki cookie|samtycke|kakor|samtykke|personvern|informasjonskapsler)\b`,
+    // German, French, Spanish, Italian, Dutch, Portuguese, Polish, Swedish, Danish, Norwegian, Czech
+    String.raw`\b(wir (verwenden|nutzen|setzen) cookies|einwilligung|datenschutz|zustimmung|consentement|vie privée|données personnelles|traceurs|consentimiento|privacidad|datos personales|consenso|toestemming|persoonsgegevens|consentimento|privacidade|dados pessoais|zgod[ay]|prywatno|pliki cookie|samtycke|kakor|samtykke|personvern|informasjonskapsler|soubory cookie|souhlas\w*|osobní údaje)\b`,
   ].join('|'), 'i');
   // A control's whole label (lower case, spaces collapsed, punctuation stripped).
   const ACTION = new RegExp('^(' + [
@@ -29,12 +30,14 @@
     String.raw`(aceptar|rechazar)( todo| todas)?|configurar|acepto|accett[ao]( tutto)?|rifiut[ao]( tutto)?|impostazioni`,
     String.raw`(alles )?(accepteren|weigeren)|akkoord|instellingen|aceitar( todos)?|rejeitar|recusar|akceptuj[eę]|odrzu[cć].{0,20}|zgadzam si[eę]|ustawienia`,
     String.raw`godk[aä]nn.{0,20}|acceptera.{0,20}|avvisa.{0,20}|afvis.{0,20}|godta.{0,20}|avvis.{0,20}`,
+    String.raw`souhlas[ií]m|rozum[ií]m|p[řr]ijmout( v[šs]e)?|odm[ií]tnout( v[šs]e)?|nastaven[ií].{0,30}`,
   ].join('|') + ')$', 'i');
   // A banner that never says "cookie" or "consent" (Klaro: "Services we would like to use") still offers
   // to accept and to refuse, and names what for.
   const ACCEPT = /^(i )?(accept|agree|allow|enable|(alle )?akzeptieren|zustimmen|(tout )?accepter|aceptar|accetta|accepteren|aceitar)\b/i;
   const REFUSE = /^(i )?(reject|decline|deny|refuse|disable|(only )?(necessary|essential)|(alle )?ablehnen|(tout )?refuser|rechazar|rifiuta|weigeren|rejeitar|recusar)\b/i;
   const PURPOSES = /analytic|marketing|advertis|tracking|statistic|services|purposes|partners|vendors|personali[sz]/i;
+  const COOKIES_OR_CONSENT = /cooki|consent|einwillig|zustimm|consentement|consentimiento|consenso|toestemming|samtyk|samtyc|zgod|souhlas|kakor|informasjonskaps/i;
   const SIGN_UP = /newsletter|subscribe|sign[ -]?up|join our|mailing list|inscri|anmelden|abonn/i;
   const MAX_TEXT = 3000;  // more text than this is page content, not a banner
   const CONTROLS = 'button, [role=button], a, input[type=button], input[type=submit], [class*=button], [class*=btn]';
@@ -68,9 +71,18 @@
   // three links in a <nav> is not).
   const pageContent = (el, text) => text.length > MAX_TEXT
     || el.querySelector('main, article, [role=main]') !== null
-    || el.matches('main, article, nav, header, [role=main], [role=navigation], [role=banner]')
+    || el.matches('main, article, nav, header, footer, [role=main], [role=navigation], [role=banner], [role=contentinfo]')
     || [...el.querySelectorAll('nav, [role=navigation]')].some((nav) => nav.querySelectorAll('a').length > 4);
   const overlay = (el, style) => style.position === 'fixed' || style.position === 'sticky' || isDialog(el);
+  // A bar in the page's flow rather than over it: a child of <body> above or below everything else on the
+  // page (a script put it first or last), no taller than a bar.
+  const SKIPPED = new Set(['SCRIPT', 'STYLE', 'LINK', 'NOSCRIPT', 'TEMPLATE']);
+  const rendered = (el) => !SKIPPED.has(el.tagName) && el.getClientRects().length > 0;
+  const edgeBar = (el, box) => {
+    if (el.parentElement !== document.body || box.height > height * 0.35) return false;
+    const shown = [...document.body.children].filter(rendered);
+    return shown.length > 1 && (shown[0] === el || shown[shown.length - 1] === el);
+  };
   const centred = (box) => Math.abs(box.left + box.width / 2 - width / 2) < width * 0.25
     && Math.abs(box.top + box.height / 2 - height / 2) < height * 0.25;
   const inViewport = (box) => box.bottom > 0 && box.top < height && box.right > 0 && box.left < width;
@@ -132,15 +144,20 @@
       if (el === document.body || el === document.documentElement || !el.isConnected) continue;
       if (found.some((other) => other.contains(el))) continue;
       const style = getComputedStyle(el);
-      if (!overlay(el, style) || style.display === 'none') continue;
+      if (style.display === 'none') continue;
+      const inFlow = !overlay(el, style);
+      if (inFlow && el.parentElement !== document.body) continue;
       const box = el.getBoundingClientRect();
       if (box.width < 1 || box.height < 1) continue;
+      if (inFlow && !edgeBar(el, box)) continue;
       const shown = inViewport(box) && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
       const text = textOf(el, shown);
       if (!text && !seen) continue;
       if (pageContent(el, text)) continue;
       if (shown && !onTop(el, box)) continue;
       const consent = (CONSENT.test(text) && consentAction(el)) || (PURPOSES.test(text) && acceptsAndRefuses(el));
+      // A bar in the page's flow must name cookies or consent itself: a notice about personal data is not one.
+      if (inFlow && !(consent && COOKIES_OR_CONSENT.test(text))) continue;
       const asksForAddress = signUp && shown && SIGN_UP.test(text) && (isDialog(el) || centred(box))
         && el.querySelector('input[type=email], input[name*=mail i], input[placeholder*=mail i]') !== null;
       if (consent || asksForAddress || (seen && revisitButton(el, style, box))) found.push(outermost(el, text));
