@@ -480,12 +480,31 @@ def validation_details(error: ValidationError) -> list[ErrorDetail]:
     return details
 
 
+# Names the hosted API's official SDKs send for parameters of ours (README, Moving from the hosted API).
+SDK_ALIASES = {"openai_api_key": "vision_provider_api_key", "reduce_motion": "reduced_motion"}
+
+
+def with_sdk_names_resolved(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` with the SDKs' names (SDK_ALIASES) turned into ours; both names at once is an error."""
+    if not SDK_ALIASES.keys() & params.keys():
+        return params
+    resolved = dict(params)
+    for alias, name in SDK_ALIASES.items():
+        if alias in resolved:
+            if name in resolved:
+                raise RequestNotValid(f"Invalid parameters: {alias}: is another name for {name}; send one of them",
+                                      [ErrorDetail(alias, f"is another name for {name}; send one of them")])
+            resolved[name] = resolved.pop(alias)
+    return resolved
+
+
 def validate_all(model: type[ModelT], params: dict[str, Any]) -> ModelT:
     """Validate `params` into `model`, reporting every problem at once as `RequestNotValid`.
 
     Pydantic skips the cross-field rules when a field is invalid; to still report them, the
     parameters are validated a second time without the invalid fields (their rules are skipped).
     """
+    params = with_sdk_names_resolved(params)
     try:
         return model.model_validate(params)
     except ValidationError as error:

@@ -146,6 +146,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
                   f"{org.concurrency:>5} {'required' if org.require_signature else 'optional':<8} "
                   f"{'revoked' if org.revoked else 'active'}")
         return 0
+    if args.keys_command == "show":
+        org = _with_store(settings, lambda store: store.find(args.key))
+        if org is None:
+            print(f"error: no organisation has the key or id {args.key!r}", file=sys.stderr)
+            return 1
+        print(f"organisation: {org.id} ({org.name}){' (revoked)' if org.revoked else ''}")
+        print(f"signing key:  {org.signing_key}")
+        print(f"quota:        {org.quota} per month, concurrency {org.concurrency}, "
+              f"signatures {'required' if org.require_signature else 'optional'}")
+        return 0
     revoked = _with_store(settings, lambda store: store.revoke(args.key))
     if revoked is None:
         print(f"error: no organisation has the key or id {args.key!r}", file=sys.stderr)
@@ -248,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--access-key", help="use this access key instead of a generated one")
     create.add_argument("--signing-key", help="use this signing key instead of a generated one")
     keys_commands.add_parser("list", help="all organisations")
+    show = keys_commands.add_parser(
+        "show", help="an organisation's signing key and settings, by access key or organisation id (the "
+        "access key itself is stored only as a hash)")
+    show.add_argument("key")
     revoke = keys_commands.add_parser("revoke", help="revoke an access key (or a whole organisation by id)")
     revoke.add_argument("key")
     take = commands.add_parser(

@@ -87,29 +87,30 @@ class EmbeddedRedis:
             self.process.wait()
 
 
-async def _ensure_default_key(redis_url: str, settings: Settings) -> str:
-    """The access key to show: SCREENSHOT_ACCESS_KEY, or the default organisation's kept in the data dir."""
+async def _ensure_default_key(redis_url: str, settings: Settings) -> tuple[str, str | None]:
+    """The access key to show, with its organisation's signing key: SCREENSHOT_ACCESS_KEY, or the default
+    organisation's kept in the data dir."""
     service = settings.service
     connection = aioredis.Redis.from_url(redis_url)
     try:
         store = OrganisationStore(connection)
         if service.access_key:
-            await store.ensure("default", service.access_key, signing_key=service.signing_key,
-                               quota=service.default_quota, concurrency=service.default_concurrency,
-                               require_signature=service.require_signature)
-            return service.access_key
+            org = await store.ensure("default", service.access_key, signing_key=service.signing_key,
+                                     quota=service.default_quota, concurrency=service.default_concurrency,
+                                     require_signature=service.require_signature)
+            return service.access_key, org.signing_key
         key_file = service.data_dir.absolute() / "access_key"
         if key_file.exists():
             key = key_file.read_text().strip()
-            if await store.by_access_key(key) is not None:
-                return key
+            if (found := await store.by_access_key(key)) is not None:
+                return key, found.signing_key
         key = new_key()
-        await store.create("default", quota=service.default_quota, concurrency=service.default_concurrency,
-                           access_key=key)
+        created = await store.create("default", quota=service.default_quota,
+                                     concurrency=service.default_concurrency, access_key=key)
         key_file.parent.mkdir(parents=True, exist_ok=True)
         key_file.write_text(key + "\n")
         key_file.chmod(0o600)
-        return key
+        return key, created.organisation.signing_key
     finally:
         await connection.aclose()
 
@@ -176,7 +177,7 @@ def run(settings: Settings) -> int:
     api: subprocess.Popen[bytes] | None = None
     workers: list[subprocess.Popen[bytes]] = []
     try:
-        key = asyncio.run(_ensure_default_key(redis_url, settings))
+        key, signing_key = asyncio.run(_ensure_default_key(redis_url, settings))
         print(f"Starting {service.workers} render worker(s) and the API ...", flush=True)
         workers = [_child("worker", env) for _ in range(service.workers)] + [_child("webhooks", env)]
         roles = ["worker"] * service.workers + ["webhooks"]
@@ -187,11 +188,13 @@ def run(settings: Settings) -> int:
                   "SCREENSHOT_PORT)", file=sys.stderr)
             return 1
         print(f"\nscreenshot-service is running at {url}\n"
-              f"  access key: {key}\n"
-              f"  try:        curl -o example.png '{url}/v1/screenshot/take?url=https://example.com"
+              f"  access key:  {key}\n"
+              f"  signing key: {signing_key} (signed links, the official SDKs; `screenshot-service keys show` "
+              "prints it again)\n"
+              f"  try:         curl -o example.png '{url}/v1/screenshot/take?url=https://example.com"
               f"&access_key={key}'\n"
-              f"  playground: {url}/playground (paste the access key)\n"
-              f"  docs:       {url}/docs\n"
+              f"  playground:  {url}/playground (paste the access key)\n"
+              f"  docs:        {url}/docs\n"
               "Press Ctrl-C to stop.", flush=True)
         while not stop["requested"]:
             if api.poll() is not None:

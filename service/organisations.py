@@ -156,9 +156,13 @@ class OrganisationStore:
         orgs = [await self.get(org_id) for org_id in ids]
         return [org for org in orgs if org is not None]
 
+    async def find(self, access_key_or_id: str) -> Organisation | None:
+        """The organisation of an access key, or of an organisation id."""
+        return await self.by_access_key(access_key_or_id) or await self.get(access_key_or_id)
+
     async def revoke(self, access_key_or_id: str) -> Organisation | None:
         """Revoke by access key or organisation id; the key stops working at once."""
-        org = await self.by_access_key(access_key_or_id) or await self.get(access_key_or_id)
+        org = await self.find(access_key_or_id)
         if org is None:
             return None
         await self._redis.delete(_access_key_key(access_key_or_id))

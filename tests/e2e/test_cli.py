@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import shlex
@@ -9,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import httpx
@@ -52,7 +55,11 @@ def test_keys_create_list_revoke_without_a_running_service(tmp_path: Path) -> No
     created = cli("keys", "create", "--name", "acme", "--quota", "500", "--concurrency", "3", env=env).stdout
     access_key = re.search(r"access key:\s+(\S+)", created).group(1)  # type: ignore[union-attr]
     org_id = re.search(r"organisation:\s+(\S+)", created).group(1)  # type: ignore[union-attr]
-    assert re.search(r"signing key:\s+\S{20,}", created)
+    signing_key = re.search(r"signing key:\s+(\S{20,})", created).group(1)  # type: ignore[union-attr]
+    # `keys show` prints the signing key again, by access key or by organisation id.
+    for handle in (access_key, org_id):
+        shown = cli("keys", "show", handle, env=env).stdout
+        assert f"signing key:  {signing_key}" in shown and org_id in shown
     listing = cli("keys", "list", env=env).stdout
     assert re.search(rf"{org_id}\s+acme\s+{access_key[:4]}\.\.\.\s+500\s+3\s+optional\s+active", listing)
     assert access_key not in listing  # only a hint of the key is shown
@@ -105,7 +112,8 @@ def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path:
             lines.append(process.stdout.readline())
         banner = "".join(lines)
         assert f"running at http://127.0.0.1:{port}" in banner
-        key = re.search(r"access key: (\S+)", banner).group(1)  # type: ignore[union-attr]
+        key = re.search(r"access key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
+        signing_key = re.search(r"signing key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
         curl = re.search(r"try:\s+(curl .*)", banner).group(1)  # type: ignore[union-attr]
         # The printed command works as printed, pointed at a page this machine can reach.
         curl = curl.replace("https://example.com", site.url("/colours.html")).replace(
@@ -117,6 +125,14 @@ def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path:
         assert (data_dir / "access_key").read_text().strip() == key
         usage = httpx.get(f"http://127.0.0.1:{port}/v1/screenshot/usage", params={"access_key": key}).json()
         assert usage["used"] == 1
+        # The printed signing key signs requests the way the official SDKs do (their query string as sent).
+        query = urllib.parse.urlencode({"url": site.url("/colours.html"), "format": "jpeg", "access_key": key})
+        for secret, status in ((signing_key, 200), (signing_key + "x", 400)):
+            signature = hmac.new(secret.encode(), query.encode(), hashlib.sha256).hexdigest()
+            signed = httpx.get(f"http://127.0.0.1:{port}/v1/screenshot/take?{query}&signature={signature}",
+                               timeout=60)
+            assert signed.status_code == status, signed.text
+        assert signed.json()["error_code"] == "signature_is_not_valid"
         assert len(processes_with(str(data_dir))) >= 3  # API, worker, Chromium at least
     finally:
         process.send_signal(signal.SIGINT)
