@@ -115,8 +115,14 @@ def test_real_pages_are_drawn_as_a_plain_browser_draws_them(client: httpx.Client
                                                            plain: PlainBrowser, name: str, full_page: bool) -> None:
     url = site.url(f"/real/{name}.html")
     params = {"full_page": "true", "full_page_scroll": "false"} if full_page else {}
-    shot = take(client, org, url=url, **params)
-    reference = plain.capture(url, full_page=full_page)
+    # A second pair of captures when the first differs: the saved pages' images point at hosts no test
+    # reaches, and under a loaded CI machine one side drew a failed image's icon a moment before the other
+    # (43 pixels on wikipedia's full page, once). A real difference shows in both pairs.
+    for _ in range(2):
+        shot = take(client, org, url=url, **params)
+        reference = plain.capture(url, full_page=full_page)
+        if differing_pixels(shot, reference) == 0:
+            break
     assert differing_pixels(shot, reference) == 0
 
 
