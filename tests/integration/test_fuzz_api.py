@@ -115,6 +115,9 @@ def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str
         assert body["error_code"] != "internal_application_error", answer
         if response.status_code == 503:
             assert body["error_code"] == "temporary_unavailable", answer
+    elif case.formatted_path == "/readyz" and response.status_code == 503:
+        # Not ready: no worker heartbeat just then (seen once on a loaded CI machine); a state, not a fault.
+        assert response.json().get("status") == "unavailable", answer
     else:
         assert response.status_code < 500, answer
 
