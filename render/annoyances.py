@@ -111,15 +111,14 @@ class Annoyances:
             await self._page_side(page, "unlockAfterPlatforms", self._selectors)
         if not (self.cookie_banners or self.heuristics):
             return
-        if self.consent is not None:
+        if self.consent is None:
+            found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
+        else:
             await self.consent.settle(deadline)
             found = await self._page_side(page, "clearBanners", self._evidence(hide=False))
-            if found and found["found"] and not found["hidden"]:
+            if found and found["found"] and not found["hidden"]:  # left up for autoconsent
                 await self.consent.settle(deadline, banner_up=True)
-            else:
-                self.hidden += found["hidden"] if found else 0
-                return
-        found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
+                found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
         self.hidden += found["hidden"] if found else 0
         if self.consent is not None and self.consent.handled:
             LOG.debug("autoconsent opted out of %s; %d banners hidden on evidence", self.consent.handled, self.hidden)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from render.devices import DEVICES
-from render.options import TakeOptions
+from render.options import SDK_ALIASES, TakeOptions
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -67,6 +67,9 @@ def parameters_markdown() -> str:
         "Generated from `render/options.py` by `make docs`; do not edit by hand. GET takes them in the query",
         "string (arrays as repeated keys), POST as a JSON body and/or the query string. `access_key` and",
         "`signature` are the credentials (README). `/docs` on a running service shows the same.",
+        "",
+        "Other names taken, as the hosted API's official SDKs send them: "
+        + ", ".join(f"`{alias}` for `{name}`" for alias, name in SDK_ALIASES.items()) + ".",
         "",
     ]
     for group, rows in groups.items():
