@@ -14,6 +14,7 @@ page must capture exactly like itself without the option.
 from __future__ import annotations
 
 import mimetypes
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -192,6 +193,27 @@ left:0;right:0;background:#102030;color:#fff;padding:14px 32px">We use cookies t
 read. <button>Accept</button> <button>Reject</button></div><script>
 setTimeout(() => { document.body.style.paddingTop = document.getElementById('consent').offsetHeight + 'px'; }, 0);
 </script>"""),
+    # A site's own banner that its framework renders again on every animation frame (a new element each
+    # time), locking the scroll with a class: whenever the capture happens, a banner has just come.
+    ConsentPage("own-bar-every-frame", "(none)", "bar", body="""<style>.consent-open { overflow: hidden }</style>
+<script>
+const renderConsent = () => {
+  document.getElementById('consent')?.remove();
+  document.body.insertAdjacentHTML('beforeend', '<div id="consent" style="position:fixed;left:0;right:0;bottom:0;'
+    + 'background:#203040;color:#fff;padding:14px 32px">We use cookies to measure how our articles are read. '
+    + '<button>Accept</button> <button>Reject</button></div>');
+  document.documentElement.classList.add('consent-open');
+  requestAnimationFrame(renderConsent);
+};
+addEventListener('load', () => requestAnimationFrame(renderConsent));
+</script>"""),
+    # A site's own banner in the markup from the start, shown only by a style sheet that a script asks for
+    # after load and that comes late (LATE_STYLE_SECONDS): no element changes when it becomes a banner.
+    ConsentPage("own-bar-late-style", "(none)", "bar", body="""<div id="consent" style="display:none">We use
+cookies to measure how our articles are read. <button>Accept</button> <button>Reject</button></div><script>
+addEventListener('load', () => document.head.insertAdjacentHTML('beforeend',
+  '<link rel="stylesheet" href="/consent/late-style.css">'));
+</script>"""),
     # Held out: added once the libraries above passed, and checked the same way (they passed as they are;
     # see issue 20's notes).
     ConsentPage("cookie-consent-js", "cookie-consent-js", "modal", body=f"""<link rel="stylesheet"
@@ -300,9 +322,20 @@ def _file(path: Path) -> tuple[int, str, bytes]:
     return 200, kind, path.read_bytes()
 
 
+LATE_STYLE_SECONDS = 0.8
+LATE_STYLE = b"""#consent { display: block !important; position: fixed; left: 0; right: 0; bottom: 0;
+  background: #203040; color: #fff; padding: 14px 32px }"""
+
+
+def _late_style(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+    time.sleep(LATE_STYLE_SECONDS)
+    return 200, "text/css", LATE_STYLE
+
+
 def routes() -> dict[str, Any]:
     html = "text/html; charset=utf-8"
-    table: dict[str, Any] = {"/consent/article.html": lambda q: (200, html, page())}
+    table: dict[str, Any] = {"/consent/article.html": lambda q: (200, html, page()),
+                             "/consent/late-style.css": _late_style}
     for consent in CONSENT_PAGES:
         table[f"/consent/{consent.name}.html"] = (
             lambda c: lambda q: (200, html, page(c.keeps + c.head, c.body)))(consent)

@@ -213,6 +213,10 @@
         undone++;
       }
     }
+    return undone + unlockScroll();
+  };
+  const unlockScroll = () => {
+    let undone = 0;
     for (const el of [document.documentElement, document.body]) {
       if (!el) continue;
       const style = getComputedStyle(el);
@@ -257,10 +261,12 @@
 
   // The banners on the page now. Without `hide`, a page with banners is left alone (autoconsent may still
   // refuse them: the worker waits for it, then asks again with `hide`). Otherwise they are hidden, and,
-  // when any banner was seen in this job (`seen`), what they left; then the page is watched: a banner that
-  // comes later (a script that renders it after load, a web component that hydrates) is hidden as it
-  // comes, until the page is unloaded. Returns how many banners it found, how many of them were shown and
-  // how many it hid.
+  // when any banner was seen in this job (`seen`), what they left; then the page is watched until it is
+  // unloaded, for a banner that comes later: one a script renders after load, a web component that
+  // hydrates, or one that only becomes a banner when its style sheet arrives (no element changes then:
+  // each style sheet that loads has the whole page looked at again). Once a banner was seen, a scroll lock
+  // put on <html>/<body> later (a class added as the banner opens) goes too. Returns how many banners it
+  // found, how many of them were shown and how many it hid.
   const clearBanners = (options) => {
     const found = banners(options, everywhere());
     const shown = found.filter(shownNow).length;
@@ -271,10 +277,9 @@
       window[key].options = { ...options, seen: options.seen || hidden > 0 };
       return { found: found.length, shown, hidden };
     }
-    const watch = { options: { ...options, seen: options.seen || hidden > 0 }, pending: new Set(), queued: false };
+    const watch = { options: { ...options, seen: options.seen || hidden > 0 }, pending: new Set(), outer: false };
     window[key] = watch;
     const check = () => {
-      watch.queued = false;
       const candidates = new Set();
       for (const node of watch.pending) {
         for (let up = node; up && up !== document.body; up = up.parentElement || up.getRootNode().host) {
@@ -285,22 +290,33 @@
       }
       watch.pending.clear();
       if (hide(banners(watch.options, candidates), watch.options.seen)) watch.options.seen = true;
+      else if (watch.outer && watch.options.seen) unlockScroll();
+      watch.outer = false;
+    };
+    // Right away, not in a later task: the worker's next request (the capture itself) may be that task.
+    const queue = () => {
+      if (watch.pending.size || watch.outer) check();
     };
     new MutationObserver((records) => {
       for (const record of records) {
         if (record.type === 'childList') {
           for (const node of record.addedNodes) if (node.nodeType === 1) watch.pending.add(node);
-        } else if (record.target !== document.documentElement && record.target !== document.body
-                   && record.target.style.display !== 'none') {
+        } else if (record.target === document.documentElement || record.target === document.body) {
+          watch.outer = true;
+        } else if (record.target.style.display !== 'none') {
           watch.pending.add(record.target);
         }
       }
-      if (watch.pending.size && !watch.queued) {
-        watch.queued = true;
-        setTimeout(check, 0);
-      }
+      queue();
     }).observe(document.documentElement, { childList: true, subtree: true, attributes: true,
       attributeFilter: ['class', 'style', 'hidden', 'open'] });
+    document.addEventListener('load', (event) => {
+      if (event.target instanceof HTMLLinkElement || event.target instanceof HTMLStyleElement) {
+        if (document.body) watch.pending.add(document.body);
+        watch.outer = true;
+        queue();
+      }
+    }, true);
     return { found: found.length, shown, hidden };
   };
 
