@@ -4,17 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit soak bench docs system venv rules corpus clean
+.PHONY: run test lint unit soak bench docs system venv rules corpus sdk clean
 # npm installs, pinned by their package-lock.json, redone only when a lock changes:
-# the rules the service runs in pages (autoconsent) and the consent libraries the tests put on pages.
+# the rules the service runs in pages (autoconsent), the consent libraries the tests put on pages and the
+# hosted API's official Node SDK the tests drive.
 NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 RULES := deploy/npm/node_modules/.package-lock.json
 CORPUS := tests/consent/node_modules/.package-lock.json
+SDK := tests/sdk/node_modules/.package-lock.json
 
 run: system venv rules
 	$(BIN)/screenshot-service run
 
-test: system venv rules corpus lint
+test: system venv rules corpus sdk lint
 	$(BIN)/pytest
 
 lint: venv
@@ -46,6 +48,10 @@ corpus: $(CORPUS)
 $(CORPUS): tests/consent/package-lock.json
 	cd tests/consent && $(NPM_CI)
 
+sdk: $(SDK)
+$(SDK): tests/sdk/package-lock.json
+	cd tests/sdk && $(NPM_CI)
+
 venv: $(STAMP)
 
 # Reinstalled only when the dependency pins change; the project itself is installed editable.
@@ -55,4 +61,4 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $@
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache deploy/npm/node_modules tests/consent/node_modules
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache deploy/npm/node_modules tests/consent/node_modules tests/sdk/node_modules

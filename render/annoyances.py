@@ -4,9 +4,10 @@
   (render/consent.py). Whatever banner is still up when the page is captured is hidden on evidence
   (render/js/annoyances.js: on top of the page, consent wording, a consent action among its own
   controls), and what banners leave behind is undone: the backdrop, a blur on the page, the scroll lock.
-- `block_chats`: chat widgets of known vendors (`render/rules/chats.toml`): requests to their hosts are
-  blocked along with the job's other blocking rules, their UI is hidden by a style sheet installed before
-  the page's own scripts run, and the scroll lock they leave is undone after load.
+- `block_chats`, `block_socials`: chat widgets and social media buttons of known vendors
+  (`render/rules/chats.toml`, `render/rules/socials.toml`): requests to their hosts are blocked along with
+  the job's other blocking rules, their UI is hidden by a style sheet installed before the page's own
+  scripts run, and the scroll lock they leave is undone after load.
 - `block_banners_by_heuristics`: the same evidence-based hiding of consent banners without autoconsent,
   and sign-up overlays that ask for an e-mail address.
 
@@ -38,7 +39,7 @@ _PAGE_SIDE = (Path(__file__).parent / "js" / "annoyances.js").read_text()
 
 @dataclass(frozen=True)
 class Platform:
-    """One chat widget, as its rules file describes it."""
+    """One chat widget or social widget vendor, as its rules file describes it."""
 
     name: str
     hosts: tuple[str, ...] = ()
@@ -54,7 +55,7 @@ class Platform:
 
 @cache
 def platforms(kind: str) -> tuple[Platform, ...]:
-    """The platforms of one rules file (`chats`), read once per process."""
+    """The platforms of one rules file (`chats`, `socials`), read once per process."""
     with (RULES_DIR / f"{kind}.toml").open("rb") as rules:
         tables = tomllib.load(rules)
     return tuple(Platform(name, **{field: tuple(values) for field, values in table.items()})
@@ -66,7 +67,8 @@ class Annoyances:
     None when it is not installed, then only the evidence-based hiding runs)."""
 
     def __init__(self, options: TakeOptions, consent_rules: RuleSet | None = None) -> None:
-        self.platforms = list(platforms("chats")) if options.block_chats else []
+        self.platforms = ((list(platforms("chats")) if options.block_chats else [])
+                          + (list(platforms("socials")) if options.block_socials else []))
         self.cookie_banners = options.block_cookie_banners
         self.heuristics = options.block_banners_by_heuristics
         self.consent = Consent(consent_rules) if options.block_cookie_banners and consent_rules else None
@@ -80,7 +82,7 @@ class Annoyances:
         return bool(self.platforms)
 
     def blocks(self, url: str) -> bool:
-        """Whether a request loads one of the job's chat widgets."""
+        """Whether a request loads one of the job's chat or social widgets."""
         if not self.platforms:
             return False
         parts = urlsplit(url)

@@ -72,7 +72,7 @@ class FilterLists:
 def wanted(options: TakeOptions) -> bool:
     """Whether any blocking option is set (only then are requests intercepted)."""
     return bool(options.block_ads or options.block_trackers or options.block_requests or options.block_resources
-                or options.block_chats)
+                or options.block_chats or options.block_socials)
 
 
 class RequestBlocker:

@@ -186,6 +186,9 @@ class TakeOptions(BaseModel):
                                               "undo their backdrop, blur and scroll lock.")
     block_chats: Bool = param(False, "Blocking", "Block live chat widgets of 17 vendors (Intercom, Drift, "
                               "Crisp, ...; render/rules/chats.toml).")
+    block_socials: Bool = param(False, "Blocking", "Block social media widgets of 10 vendors: like, share and "
+                                "follow buttons, page plugins, share bars (Facebook, X, LinkedIn, AddThis, ...; "
+                                "render/rules/socials.toml). Embedded posts keep the page's own fallback.")
     block_trackers: Bool = param(False, "Blocking", "Block trackers (EasyPrivacy).")
     block_requests: StrList = param([], "Blocking", "URL patterns to block; `*` is a wildcard.")
     block_resources: Annotated[list[ResourceType], BeforeValidator(_as_list)] = param(

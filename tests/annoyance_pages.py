@@ -1,9 +1,9 @@
-"""Test pages imitating chat widgets as the real vendors ship them (cookie banners: tests/consent_pages.py).
+"""Test pages imitating chat and social widgets as the real vendors ship them (cookie banners: tests/consent_pages.py).
 
 Each widget's page loads the script its snippet loads (same host and path, served locally over
 HTTPS through the test resolver and the test CA) and contains the markup that script renders (same
 ids and classes), as a red box at the widget's own place on a white page. Scrolling is locked the
-way the widget locks it. The requests the site saw and the
+way a chat widget locks it. The requests the site saw and the
 pixels of the capture tell whether the platform was blocked and hidden.
 """
 
@@ -68,7 +68,33 @@ CHATS = [
               'title="Chat" style="{style}"></iframe></span></div>'),
 ]
 
-KINDS = {"chats": CHATS}
+# Social widgets: the element each vendor's script renders (or the markup its snippet asks the page to
+# write, which the script turns into a button).
+SOCIALS = [
+    Imitation("Facebook", "connect.facebook.net/en_US/sdk.js",
+              '<div class="fb-like" data-href="https://publisher.test/" data-layout="button_count" style="{style}">'
+              '</div>'),
+    Imitation("X", "platform.twitter.com/widgets.js",
+              '<a class="twitter-share-button" href="https://twitter.com/intent/tweet" style="{style}">Post</a>'),
+    Imitation("LinkedIn", "platform.linkedin.com/in.js",
+              '<span class="IN-widget" style="{style}"><button>Share</button></span>'),
+    Imitation("Pinterest", "assets.pinterest.com/js/pinit.js",
+              '<span data-pin-log="button_pinit" style="{style}"></span>'),
+    Imitation("Tumblr", "assets.tumblr.com/share-button.js",
+              '<a class="tumblr-share-button" href="https://www.tumblr.com/share" style="{style}"></a>'),
+    Imitation("VK", "vk.com/js/api/openapi.js", '<div id="vk_like" style="{style}"></div>'),
+    Imitation("AddThis", "s7.addthis.com/js/300/addthis_widget.js",
+              '<div class="addthis_inline_share_toolbox" style="{style}"></div>'),
+    Imitation("ShareThis", "platform-api.sharethis.com/js/sharethis.js",
+              '<div class="sharethis-inline-share-buttons" style="{style}"></div>'),
+    Imitation("AddToAny", "static.addtoany.com/menu/page.js",
+              '<div class="a2a_kit a2a_kit_size_32" style="{style}"><a class="a2a_button_x"></a></div>'),
+    Imitation("Shareaholic", "cdn.shareaholic.net/assets/pub/shareaholic.js",
+              '<div class="shareaholic-canvas" data-app="share_buttons" style="{style}"></div>'),
+]
+
+KINDS = {"chats": CHATS, "socials": SOCIALS}
+LOCKS = {"chats"}  # the kinds whose widgets lock scrolling (their pages start locked)
 TLS_HOSTS = sorted({urlsplit("//" + imitation.script).hostname or "" for imitations in KINDS.values()
                     for imitation in imitations} - {""})
 VIEWPORT = (600, 400)
@@ -132,7 +158,7 @@ def page(kind: str, only: str | None, port: int) -> str:
             element, name = imitation.lock.split(".")
             lock_classes[element].append(name)
     locks = "".join(f".{name} {{ overflow: hidden; }}" for names in lock_classes.values() for name in names)
-    inline_lock = "" if any(lock_classes.values()) else ' style="overflow:hidden"'
+    inline_lock = "" if any(lock_classes.values()) or kind not in LOCKS else ' style="overflow:hidden"'
     return (f'<!DOCTYPE html><html class="{" ".join(lock_classes["html"])}"><head><title>{kind}</title><style>'
             f"html, body {{ margin: 0; background: #ffffff; }} {locks}"
             "#lock-probe { position: fixed; left: 0; top: 360px; width: 100%; height: 40px; background: #000; }"

@@ -1,5 +1,6 @@
-"""The rules file of block_chats, how a request is matched to a widget, and the autoconsent block_cookie_banners
-runs: installed at the pinned version, connected to the worker by render/js/consent.js."""
+"""The rules files of block_chats and block_socials, how a request is matched to a widget, and the
+autoconsent block_cookie_banners runs: installed at the pinned version, connected to the worker by
+render/js/consent.js."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from tests.annoyance_pages import KINDS
 PINS = Path(__file__).parents[2] / "deploy" / "npm" / "package.json"
 
 
-def test_every_chat_widget_has_rules_and_a_test_page() -> None:
-    rules = platforms("chats")
-    assert [platform.name for platform in rules] == [imitation.name for imitation in KINDS["chats"]]
-    assert len(rules) == 17
+@pytest.mark.parametrize(("kind", "count"), [("chats", 17), ("socials", 10)])
+def test_every_widget_has_rules_and_a_test_page(kind: str, count: int) -> None:
+    rules = platforms(kind)
+    assert [platform.name for platform in rules] == [imitation.name for imitation in KINDS[kind]]
+    assert len(rules) == count
     for platform in rules:
         assert platform.hide, platform.name
         assert platform.hosts or platform.paths, platform.name
