@@ -16,7 +16,7 @@ from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
 from render.browser import Tab
 from render.consent import RuleSet, consent_rule_set
-from render.documents import VISIBLE_DOCUMENT, html_to_markdown
+from render.documents import html_to_markdown
 from render.egress import REFUSED_HEADER, EgressProxy, Upstream
 from render.emulation import emulate, emulate_page
 from render.errors import (
@@ -154,14 +154,14 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     elif options.format == "pdf":
         output = Output(await _pdf(options, tab), "pdf", imaging.CONTENT_TYPES["pdf"])
     elif options.format == "html":
-        output = Output((await tab.page.content()).encode(), "html", imaging.CONTENT_TYPES["html"])
+        output = Output((await metadata.page_html(tab, options)).encode(), "html", imaging.CONTENT_TYPES["html"])
     else:
-        markdown = html_to_markdown(await tab.page.evaluate(VISIBLE_DOCUMENT))
+        markdown = html_to_markdown(await metadata.readable_html(tab, options))
         output = Output(markdown.encode(), "markdown", imaging.CONTENT_TYPES["markdown"])
     if metadata.wanted(options):
         output.metadata = await metadata.collect(tab, options, loaded.response)
     if options.metadata_content:
-        output.content = await metadata.content(tab.page, options)
+        output.content = await metadata.content(tab, options)
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-DOCUMENTATION_URL = "https://github.com/screenshot-service/screenshot-service#errors"
+# Where error bodies point (`documentation_url`): the serving process's own reference (GET /errors/{code},
+# service/error_reference.py), set from its public base URL at start (`documentation_at`).
+_documentation_base = ""
+
+
+def documentation_at(base_url: str) -> None:
+    """Error bodies of this process link to the error reference under `base_url`."""
+    global _documentation_base  # noqa: PLW0603 (one setting per process, set once at start)
+    _documentation_base = base_url.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ class ServiceError(Exception):
             "error_code": self.code,
             "error_message": self.message,
             "error_details": [{"field": d.field, "message": d.message} for d in self.details],
-            "documentation_url": DOCUMENTATION_URL,
+            "documentation_url": f"{_documentation_base}/errors/{self.code}",
         }
         if self.returned_status_code is not None:
             body["returned_status_code"] = self.returned_status_code

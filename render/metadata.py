@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from playwright.async_api import Page, Response
+from playwright.async_api import Response
 
+from render import shadow
 from render.browser import Tab
 from render.documents import VISIBLE_DOCUMENT, html_to_markdown
 from render.options import TakeOptions
@@ -110,11 +111,26 @@ async def collect(tab: Tab, options: TakeOptions, response: Response | None) -> 
     return found
 
 
-async def content(page: Page, options: TakeOptions) -> tuple[bytes, str, str]:
+async def content(tab: Tab, options: TakeOptions) -> tuple[bytes, str, str]:
     """The page as `metadata_content_format`: (body, extension, content type)."""
     if options.metadata_content_format == "markdown":
-        return html_to_markdown(await page.evaluate(VISIBLE_DOCUMENT)).encode(), "md", "text/markdown; charset=utf-8"
-    return (await page.content()).encode(), "html", "text/html; charset=utf-8"
+        return html_to_markdown(await readable_html(tab, options)).encode(), "md", "text/markdown; charset=utf-8"
+    return (await page_html(tab, options)).encode(), "html", "text/html; charset=utf-8"
+
+
+async def page_html(tab: Tab, options: TakeOptions) -> str:
+    """The page's HTML, its shadow roots included with `include_shadow_dom`."""
+    if options.include_shadow_dom:
+        return await shadow.serialize(tab, composed=False)
+    return await tab.page.content()
+
+
+async def readable_html(tab: Tab, options: TakeOptions) -> str:
+    """The page as a person reads it (what Markdown is made of), shadow roots included with
+    `include_shadow_dom`."""
+    if options.include_shadow_dom:
+        return await shadow.serialize(tab, composed=True)
+    return str(await tab.page.evaluate(VISIBLE_DOCUMENT))
 
 
 async def rendered_fonts(tab: Tab) -> list[str]:

@@ -118,6 +118,13 @@ class TakeOptions(BaseModel):
     format: Format = param("png", "Response", "Output format.")
     response_type: ResponseType = param(
         "by_format", "Response", "by_format: the bytes; json: metadata and a URL; empty: status only.")
+    include_shadow_dom: Bool = param(False, "Response", "html and markdown output (and metadata_content) "
+                                     "include what web components render in their shadow roots, closed ones "
+                                     "too: declarative <template shadowrootmode> in HTML, the composed text in "
+                                     "Markdown.")
+    attachment_name: str | None = param(None, "Response", "File name the bytes are offered to save as "
+                                        "(Content-Disposition: attachment) with response_type=by_format.",
+                                        max_length=255)
 
     # Viewport
     viewport_width: int | None = param(None, "Viewport", "Viewport width in CSS pixels.", shown_default="1280",
@@ -301,6 +308,9 @@ class TakeOptions(BaseModel):
     fail_if_content_missing: StrList = param([], "Errors", "Fail if the body contains none of these.")
     fail_if_request_failed: str | None = param(None, "Errors", "Fail if a request matching this URL "
                                                "pattern fails.")
+    request_gpu_rendering: Bool = param(False, "Errors", "Render on a GPU where a worker has one; this build's "
+                                        "workers render in software, which is what the capture falls back to "
+                                        "(x-service-gpu-rendering: software) unless fail_if_gpu_rendering_fails.")
     fail_if_gpu_rendering_fails: Bool = param(False, "Errors", "Fail instead of rendering in software; "
                                               "this server has no GPU, so it always fails.")
 
@@ -319,6 +329,15 @@ class TakeOptions(BaseModel):
     watermark_opacity: float = param(0.5, "Effects", "Watermark opacity, 0 to 1.", ge=0, le=1)
     blur: StrList = param([], "Effects", "Selectors of elements pixelated and blurred in the output image "
                           "(in pixels, so no page style can undo it).")
+
+    @field_validator("attachment_name")
+    @classmethod
+    def _file_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip() or _CONTROL.search(value) or any(c in value for c in '/\\"'):
+            raise ValueError("must be a file name: not empty, without slashes, quotes or control characters")
+        return value.strip()
 
     @field_validator("url", "watermark_image_url", "webhook_url")
     @classmethod

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from render.errors import InternalError, ServiceError
+from render.errors import InternalError, ServiceError, documentation_at
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from service.cache import Cache
@@ -29,7 +29,7 @@ from service.jobs import JobRecords, sweep_orphans
 from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
-from service.results import Links
+from service.results import HOSTED_PREFIX, OWN_PREFIX, Links
 from service.routes import account, bulk, capture, operations, playground
 from service.settings import Settings
 from storage import StorageError, open_storage
@@ -116,6 +116,30 @@ class TraceMiddleware:
             context.metrics.requests.labels(path, code).inc()
 
 
+class HostedHeaderNames:
+    """Each x-service-* response header also under the hosted API's x-screenshotone-* name (setting
+    SCREENSHOT_HOSTED_HEADER_NAMES)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def renaming_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                own = OWN_PREFIX.encode()
+                headers += [(HOSTED_PREFIX.encode() + name[len(own):], value) for name, value in headers
+                            if name.lower().startswith(own)]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, renaming_send)
+
+
 async def _url_secret(settings: Settings, connection: aioredis.Redis) -> bytes:
     """The secret for local storage URLs: configured, or generated once and shared through Redis."""
     if settings.service.url_signing_secret:
@@ -130,6 +154,7 @@ def create_app(settings: Settings) -> FastAPI:
     if not settings.service.redis_url:
         raise ValueError("the API needs SCREENSHOT_REDIS_URL (`screenshot-service run` sets it)")
     redis_url = settings.service.redis_url
+    documentation_at(settings.service.base_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -167,6 +192,8 @@ def create_app(settings: Settings) -> FastAPI:
         default_response_class=JSONResponse,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    if settings.service.hosted_header_names:
+        app.add_middleware(HostedHeaderNames)
     app.add_middleware(TraceMiddleware)  # the outermost: every answer, errors included, is traced and counted
 
     @app.exception_handler(ServiceError)

@@ -25,7 +25,8 @@ DEFAULT_TTL = 14400
 # Parameters that do not change what is rendered (DESIGN §4), and the vision key (a secret; the
 # completion depends on the prompt, which stays in the key).
 NOT_IN_KEY = frozenset({"access_key", "signature", "cache", "cache_ttl", "response_type", "async", "webhook_url",
-                        "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key"})
+                        "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key",
+                        "attachment_name"})
 POLL_SECONDS = 0.05
 
 

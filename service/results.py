@@ -59,7 +59,29 @@ def success_headers(result: JobResult, reference: str, trace_id: str, options: T
     }
     if options.external_identifier is not None:
         headers["x-service-external-identifier"] = options.external_identifier
+    if options.request_gpu_rendering:
+        headers["x-service-gpu-rendering"] = "software"  # no worker of this build has a GPU
     return headers
+
+
+OWN_PREFIX = "x-service-"
+HOSTED_PREFIX = "x-screenshotone-"
+
+
+def with_hosted_names(headers: dict[str, str]) -> dict[str, str]:
+    """The headers, each x-service-* one also under the hosted API's x-screenshotone-* name."""
+    hosted = {HOSTED_PREFIX + name[len(OWN_PREFIX):]: value for name, value in headers.items()
+              if name.lower().startswith(OWN_PREFIX)}
+    return {**headers, **hosted}
+
+
+def content_disposition(name: str) -> str:
+    """`attachment` with the name as plain ASCII and, when it is not, as RFC 6266's UTF-8 `filename*`."""
+    plain = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in name)
+    value = f'attachment; filename="{plain}"'
+    if plain != name:
+        value += f"; filename*=UTF-8''{quote(name, safe='')}"
+    return value
 
 
 def present_success(options: TakeOptions, result: JobResult, reference: str, trace_id: str, links: Links,
@@ -72,6 +94,8 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
     if cache_url is not None:
         headers["x-service-cache-url"] = cache_url
     if options.response_type == "by_format":
+        if options.attachment_name is not None:
+            headers["content-disposition"] = content_disposition(options.attachment_name)
         return Presented(200, headers, result.body, result.content_type)
     if options.response_type == "empty":
         return Presented(200, headers, b"", None)

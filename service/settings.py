@@ -55,6 +55,9 @@ class ServiceSettings(BaseSettings):
         "60,300,1800,7200,43200", pattern=r"^\s*\d+(\s*,\s*\d+)*\s*$",
         description="Seconds before each retry of an undelivered webhook (comma-separated).")
     bulk_max_requests: int = Field(20, ge=1, le=1000, description="Most requests in one /bulk call.")
+    hosted_header_names: bool = Field(False, description="Send each x-service-* response and webhook header "
+                                      "also under the hosted API's name, x-screenshotone-* (for code written "
+                                      "against its SDKs; README, Moving from the hosted API).")
 
     @field_validator("log_level", mode="before")
     @classmethod

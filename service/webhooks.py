@@ -23,12 +23,12 @@ from rq import Queue, Retry, get_current_job
 from rq.serializers import JSONSerializer
 
 from render.egress import REFUSED_HEADER, EgressProxy
-from render.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.errors import ErrorDetail, RequestNotValid, ServiceError, documentation_at
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import COUNTERS_KEY, JobResult, mark_job
 from service.organisations import URL_SECRET_KEY, signing_key_of
-from service.results import Links, Presented, present_error, present_success
+from service.results import Links, Presented, present_error, present_success, with_hosted_names
 from service.settings import Settings
 from storage import open_storage
 
@@ -99,6 +99,7 @@ class Courier:
     def __init__(self, settings: Settings, connection: redis.Redis) -> None:
         self.settings = settings
         self.redis = connection
+        documentation_at(settings.service.base_url)
         self.storage = open_storage(settings.storage)
         self._links: Links | None = None
         self.loop = asyncio.new_event_loop()
@@ -141,6 +142,8 @@ class Courier:
             key = signing_key_of(self.redis, delivery.organisation)
             if key:
                 headers["x-service-signature"] = signature(presented.body, key)
+        if self.settings.service.hosted_header_names:
+            headers = with_hosted_names(headers)
         mark_job(self.redis, delivery.reference, webhook="delivering", webhook_attempts=str(attempt))
         # Each attempt's connections and bookkeeping are its own (else they would grow for the process's life).
         asyncio.run_coroutine_threadsafe(self._begin_attempt(), self.loop).result(5)

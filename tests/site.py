@@ -157,7 +157,30 @@ document.getElementById("settings").textContent = JSON.stringify({
   reducedMotion: matchMedia("(prefers-reduced-motion: reduce)").matches});
 </script></body></html>"""
 
+# Web components: an open shadow root with a slot, a closed one, a nested one, and shadow text that is not
+# rendered (include_shadow_dom).
+SHADOW = """<!DOCTYPE html><html lang="en"><head><title>shadow</title></head><body>
+<p>Light text before.</p>
+<open-card><span>Slotted light child</span></open-card>
+<closed-card></closed-card>
+<script>
+// The texts are written with a '|' the page takes out: the script's own source must not hold them.
+const text = (html) => html.replaceAll('|', '');
+customElements.define('open-card', class extends HTMLElement {
+  constructor() { super(); const root = this.attachShadow({ mode: 'open' });
+    root.innerHTML = text('<h2>Op|en shadow heading</h2><slot></slot><p style="display:none">Hid|den shadow text</p>'
+      + '<inner-card></inner-card>'); }
+});
+customElements.define('inner-card', class extends HTMLElement {
+  constructor() { super(); this.attachShadow({ mode: 'open' }).innerHTML = text('<em>Nes|ted shadow text</em>'); }
+});
+customElements.define('closed-card', class extends HTMLElement {
+  constructor() { super(); this.attachShadow({ mode: 'closed' }).innerHTML = text('<p>Clo|sed shadow text</p>'); }
+});
+</script></body></html>"""
+
 ROUTES: dict[str, Handler] = {
+    "/shadow.html": lambda q: _html(SHADOW),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
     "/state/writer.html": lambda q: _html(STATE_WRITER),
     "/state/reader.html": lambda q: _html(STATE_READER),

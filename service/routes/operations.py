@@ -1,4 +1,5 @@
-"""Health, readiness and metrics: outside the versioned API, unauthenticated, no secrets."""
+"""Health, readiness, metrics and the error reference: outside the versioned API, unauthenticated, no
+secrets."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import time
 
 import redis
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from render.protocol import COUNTERS_KEY, WORKERS_SEEN_KEY
+from service import error_reference
 from service.context import AppContext
+from service.errors import RouteNotFound
 from service.organisations import text
 
 router = APIRouter(tags=["operations"])
@@ -34,6 +37,19 @@ async def readyz(request: Request) -> Response:
     ready = workers > 0
     return JSONResponse({"status": "ok" if ready else "unavailable", "redis": True, "workers": workers},
                           status_code=200 if ready else 503)
+
+
+@router.get("/errors", summary="What each error code means and what to do about it")
+async def errors() -> Response:
+    return HTMLResponse(error_reference.page())
+
+
+@router.get("/errors/{code}", summary="One error code: what it means and what to do (each error body's "
+            "documentation_url)")
+async def error(code: str) -> Response:
+    if code not in error_reference.ENTRIES:
+        raise RouteNotFound(f"errors: no error code {code[:64]!r}; GET /errors lists them all.")
+    return HTMLResponse(error_reference.page(code))
 
 
 @router.get("/metrics", summary="Prometheus metrics")

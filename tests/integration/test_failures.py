@@ -8,6 +8,7 @@ import socket
 import httpx
 import pytest
 
+from service import error_reference
 from tests.conftest import Org
 from tests.site import Site
 
@@ -28,7 +29,7 @@ def assert_error(response: httpx.Response, status: int, code: str, *fragments: s
     assert body["is_successful"] is False
     assert body["error_code"] == code
     assert response.headers["x-service-error-code"] == code
-    assert body["documentation_url"].startswith("https://")
+    assert body["documentation_url"].endswith(f"/errors/{code}")
     for fragment in fragments:
         assert fragment in body["error_message"], body["error_message"]
     return body
@@ -116,3 +117,20 @@ def test_downloads_are_refused(client: httpx.Client, org: Org, site: Site, servi
     assert_error(take(client, org, url=site.url("/download")), 500, "network_error", "downloads are refused")
     assert not list(service.data_dir.rglob("file.bin"))  # nothing was saved anywhere under the data dir
     assert used(client, org) == 0
+
+
+def test_documentation_url_is_this_servers_own_reference(client: httpx.Client, org: Org) -> None:
+    """Each error body links to the entry for its code on this server (GET /errors/{code}); every code a
+    client can receive has one, saying what it means and what to do."""
+    body = assert_error(client.get("/v1/screenshot/take", params={"access_key": org.access_key}), 400,
+                        "request_not_valid")
+    assert body["documentation_url"] == f"{client.base_url}/errors/request_not_valid".replace("//errors", "/errors")
+    page = httpx.get(body["documentation_url"])
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "request_not_valid" in page.text and "What to do" in page.text
+    for code in error_reference.codes():
+        entry = client.get(f"/errors/{code}")
+        assert entry.status_code == 200 and f"<code>{code}</code>" in entry.text, code
+    everything = client.get("/errors").text
+    assert all(f'id="{code}"' in everything for code in error_reference.codes())
+    assert_error(client.get("/errors/no_such_code"), 404, "request_not_valid", "GET /errors")

@@ -1,0 +1,87 @@
+"""Parameters the hosted API's SDKs send beyond the spec (issue 21), each checked on its output:
+include_shadow_dom, attachment_name, request_gpu_rendering, and the error reference documentation_url
+points at. The SDKs themselves are driven in test_sdks.py."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.conftest import Org
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+
+def take(client: httpx.Client, org: Org, **params: object) -> httpx.Response:
+    return client.get("/v1/screenshot/take", params={"access_key": org.access_key, **params})
+
+
+def test_include_shadow_dom_adds_open_closed_and_nested_roots_to_html(client: httpx.Client, org: Org,
+                                                                      site: Site) -> None:
+    url = site.url("/shadow.html")
+    plain = take(client, org, url=url, format="html")
+    assert plain.status_code == 200 and "Light text before" in plain.text
+    assert "Open shadow heading" not in plain.text and "Closed shadow text" not in plain.text
+    shadowed = take(client, org, url=url, format="html", include_shadow_dom="true")
+    assert shadowed.status_code == 200, shadowed.text
+    html = shadowed.text
+    assert html.startswith("<!DOCTYPE html><html")
+    # Each root inside its host, as a browser would parse it back.
+    assert re.search(r'<open-card><template shadowrootmode="open"><h2>Open shadow heading</h2><slot></slot>', html)
+    assert '<closed-card><template shadowrootmode="closed"><p>Closed shadow text</p></template></closed-card>' in html
+    assert '<inner-card><template shadowrootmode="open"><em>Nested shadow text</em></template></inner-card>' in html
+    assert "<span>Slotted light child</span>" in html
+
+
+def test_include_shadow_dom_gives_markdown_the_composed_text(client: httpx.Client, org: Org, site: Site) -> None:
+    url = site.url("/shadow.html")
+    plain = take(client, org, url=url, format="markdown").text
+    assert "Slotted light child" in plain and "Open shadow heading" not in plain
+    composed = take(client, org, url=url, format="markdown", include_shadow_dom="true").text
+    order = ["Light text before", "Open shadow heading", "Slotted light child", "Nested shadow text",
+             "Closed shadow text"]
+    positions = [composed.find(text) for text in order]
+    assert -1 not in positions and positions == sorted(positions), composed
+    assert "## Open shadow heading" in composed
+    assert "Hidden shadow text" not in composed
+
+
+def test_include_shadow_dom_applies_to_metadata_content(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/shadow.html"), metadata_content="true",
+                    metadata_content_format="markdown", include_shadow_dom="true", response_type="json")
+    assert response.status_code == 200, response.text
+    content = httpx.get(response.json()["content"]["url"])
+    assert content.status_code == 200 and "Closed shadow text" in content.text
+
+
+def test_attachment_name_offers_the_bytes_as_a_file(client: httpx.Client, org: Org, site: Site) -> None:
+    url = site.url("/probe.html")
+    response = take(client, org, url=url, attachment_name="report 2026.png")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-disposition"] == 'attachment; filename="report 2026.png"'
+    assert response.content.startswith(b"\x89PNG")
+    accented = take(client, org, url=url, attachment_name="relevé.png")
+    assert accented.headers["content-disposition"] == (
+        "attachment; filename=\"relev_.png\"; filename*=UTF-8''relev%C3%A9.png")
+    assert "content-disposition" not in take(client, org, url=url).headers
+    assert "content-disposition" not in take(client, org, url=url, attachment_name="a.png",
+                                             response_type="json").headers
+    for bad in ("../etc/passwd", 'a"b.png', "a\nb.png", " "):
+        refused = take(client, org, url=url, attachment_name=bad)
+        assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
+        assert refused.json()["error_details"][0]["field"] == "attachment_name"
+
+
+def test_request_gpu_rendering_falls_back_to_software_and_says_so(client: httpx.Client, org: Org,
+                                                                   site: Site) -> None:
+    url = site.url("/probe.html")
+    response = take(client, org, url=url, request_gpu_rendering="true")
+    assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
+    assert response.headers["x-service-gpu-rendering"] == "software"
+    assert "x-service-gpu-rendering" not in take(client, org, url=url).headers
+    refused = take(client, org, url=url, request_gpu_rendering="true", fail_if_gpu_rendering_fails="true")
+    assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
+    assert "fail_if_gpu_rendering_fails" in refused.json()["error_message"]
