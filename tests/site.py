@@ -179,8 +179,21 @@ customElements.define('closed-card', class extends HTMLElement {
 });
 </script></body></html>"""
 
+# The page the SDK checks capture (tests/integration/test_sdks.py): a box to select, a button to click, an
+# element that comes late, Open Graph properties.
+SDK_PAGE = """<!DOCTYPE html><html lang="en"><head><title>SDK page</title>
+<meta property="og:title" content="SDK page"><style>
+body { margin: 0; font-family: sans-serif; }
+#box { width: 120px; height: 60px; background: #ff0000; }
+.tall { height: 1500px; background: linear-gradient(#ffffff, #0000ff); }
+</style></head><body><div id="box"></div><button id="go" onclick="document.title = 'clicked'">Go</button>
+<p>probe text</p><div class="tall"></div><p id="end">The end</p>
+<script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', '<p id="late">late</p>'), 300);</script>
+</body></html>"""
+
 ROUTES: dict[str, Handler] = {
     "/shadow.html": lambda q: _html(SHADOW),
+    "/sdk.html": lambda q: _html(SDK_PAGE),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
     "/state/writer.html": lambda q: _html(STATE_WRITER),
     "/state/reader.html": lambda q: _html(STATE_READER),
