@@ -173,18 +173,20 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
 
 async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
     """The job's upstream proxy: the caller's `proxy` (under the network policy) or the operator's
-    proxy for `ip_country_code` (trusted: it is configuration)."""
+    proxy for `ip_country_code` (trusted: it is configuration); hosts of `proxy_bypass_hosts` are reached
+    directly (still under the network policy)."""
+    bypass = tuple(pattern.lower() for pattern in options.proxy_bypass_hosts)
     if options.proxy is not None:
         host, port, authorization = Upstream.parse(options.proxy)
         try:
             address = await policy.checked_address(host)
         except AddressNotAllowed as refused:
             raise RequestNotValid(f"proxy: {refused}.", [ErrorDetail("proxy", "address not allowed")]) from None
-        return Upstream(host, str(address), port, authorization)
+        return Upstream(host, str(address), port, authorization, bypass)
     country_url = country_proxy(options)
     if country_url is not None:
         host, port, authorization = Upstream.parse(country_url)
-        return Upstream(host, str((await policy.resolve(host))[0]), port, authorization)
+        return Upstream(host, str((await policy.resolve(host))[0]), port, authorization, bypass)
     return None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fnmatch
 import logging
 import os
 import time
@@ -52,6 +53,14 @@ class Upstream:
     address: str
     port: int
     authorization: str | None  # a Proxy-Authorization value
+    bypass: tuple[str, ...] = ()  # host patterns reached directly (`proxy_bypass_hosts`), lower case
+
+    def serves(self, host: str) -> bool:
+        """Whether a connection to `host` goes through this proxy: not when a bypass pattern matches it
+        (`example.com` itself, `*.example.com` or `.example.com` its subdomains)."""
+        host = host.lower().rstrip(".")
+        return not any(fnmatch.fnmatchcase(host, pattern) or (pattern.startswith(".") and host.endswith(pattern))
+                       for pattern in self.bypass)
 
     @classmethod
     def parse(cls, url: str) -> tuple[str, int, str | None]:
@@ -78,6 +87,10 @@ class JobTraffic:
     """What one job's connections did: its upstream, the origins reached and the refusals."""
 
     upstream: Upstream | None = None
+
+    def upstream_for(self, host: str) -> Upstream | None:
+        """The proxy a connection to `host` goes through, if any."""
+        return self.upstream if self.upstream is not None and self.upstream.serves(host) else None
     origins: set[str] = field(default_factory=set)  # to wipe afterwards
     refusals: list[Refusal] = field(default_factory=list)
 
@@ -265,7 +278,7 @@ class _ClientConnection:
     async def _open(self, host: str, port: str,
                     address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to the checked address (or the job's upstream proxy), or None once answered."""
-        chain = self.job.upstream
+        chain = self.job.upstream_for(host)
         connect_to = (chain.address, chain.port) if chain else (address, int(port))
         try:
             return await asyncio.wait_for(asyncio.open_connection(*connect_to), CONNECT_TIMEOUT_SECONDS)
@@ -294,7 +307,7 @@ class _ClientConnection:
             return
         upstream_reader, upstream_writer = opened
         try:
-            chain = self.job.upstream
+            chain = self.job.upstream_for(host)
             if chain is not None:
                 proxy_auth = [f"Proxy-Authorization: {chain.authorization}"] if chain.authorization else []
                 upstream_writer.write("\r\n".join([f"CONNECT {host}:{port} HTTP/1.1", f"Host: {host}:{port}",
@@ -373,8 +386,8 @@ class _Exchange:
         self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=RESPONSE_HEADER_LIMIT_BYTES)
 
     async def run(self) -> bool:
-        chain = self.client.job.upstream
         parts = urlsplit(self.request.target.decode("latin-1"))
+        chain = self.client.job.upstream_for(parts.hostname or "")
         # Through an upstream proxy the request keeps its absolute form.
         target = self.request.target if chain is not None else ((parts.path or "/") + (
             f"?{parts.query}" if parts.query else "")).encode("latin-1")

@@ -80,6 +80,7 @@ _CSS_LENGTH = re.compile(r"^\s*\d+(\.\d+)?\s*(px|in|cm|mm)?\s*$", re.IGNORECASE)
 # characters (they would split or end the header), nor bytes Chromium or the API cannot send.
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HOST_PATTERN = re.compile(r"[*.]?[A-Za-z0-9*](?:[A-Za-z0-9*.-]{0,251}[A-Za-z0-9*])?")
 
 
 def header_safe(value: str) -> bool:
@@ -255,6 +256,9 @@ class TakeOptions(BaseModel):
     # Proxy
     ip_country_code: CountryCode | None = param(None, "Proxy", "Use the proxy configured for this country.")
     proxy: str | None = param(None, "Proxy", "http://user:password@host:port/ to send the capture through.")
+    proxy_bypass_hosts: StrList = param([], "Proxy", "Hosts reached directly, not through `proxy` (or the "
+                                        "ip_country_code proxy): `example.com`, `*.example.com` or `.example.com` "
+                                        "(its subdomains); still under the network policy.")
 
     # Image post-processing
     image_quality: int = param(80, "Image", "Quality 0-100 (jpeg, webp, avif, heif, tiff, jp2; png: "
@@ -329,6 +333,16 @@ class TakeOptions(BaseModel):
     watermark_opacity: float = param(0.5, "Effects", "Watermark opacity, 0 to 1.", ge=0, le=1)
     blur: StrList = param([], "Effects", "Selectors of elements pixelated and blurred in the output image "
                           "(in pixels, so no page style can undo it).")
+
+    @field_validator("proxy_bypass_hosts")
+    @classmethod
+    def _host_patterns(cls, value: list[str]) -> list[str]:
+        if len(value) > 100:
+            raise ValueError("at most 100 host patterns")
+        for pattern in value:
+            if not _HOST_PATTERN.fullmatch(pattern):
+                raise ValueError(f"{pattern[:64]!r} is not a host pattern (example.com, *.example.com, .example.com)")
+        return value
 
     @field_validator("attachment_name")
     @classmethod

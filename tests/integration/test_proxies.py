@@ -125,3 +125,24 @@ def test_proxy_and_country_together_and_private_proxies_are_refused(isolated_htt
     assert "not allowed" in private.json()["error_message"]
     malformed = take(isolated_http, isolated_org, target, proxy="socks5://somewhere")
     assert malformed.status_code == 400 and malformed.json()["error_details"][0]["field"] == "proxy"
+
+
+def test_proxy_bypass_hosts_are_reached_directly_and_still_under_the_policy(
+        isolated_http: httpx.Client, isolated_org: Org, target: Site, site: Site, proxies: tuple[int, int]) -> None:
+    proxy = f"http://{PROXY_HOST}:{proxies[0]}/"
+    for pattern in (SITE_HOST, "127.0.0.*"):
+        direct = take(isolated_http, isolated_org, target, proxy=proxy, proxy_bypass_hosts=pattern)
+        assert direct.status_code == 200, direct.text
+        assert seen_via(target) == "", pattern
+    other = take(isolated_http, isolated_org, target, proxy=proxy, proxy_bypass_hosts=["*.example.com", ".test"])
+    assert other.status_code == 200 and "tinyproxy-test" in seen_via(target)
+    country = take(isolated_http, isolated_org, target, ip_country_code="de", proxy_bypass_hosts=SITE_HOST)
+    assert country.status_code == 200 and seen_via(target) == ""
+    # Bypassing the proxy is no way around the network policy: 127.0.0.1 is not allowed here.
+    before = len(site.requests_to("/colours.html"))
+    refused = isolated_http.get("/v1/screenshot/take", params={
+        "access_key": isolated_org.access_key, "url": site.url("/colours.html"), "proxy": proxy,
+        "proxy_bypass_hosts": "127.0.0.1"})
+    assert refused.status_code >= 400 and len(site.requests_to("/colours.html")) == before
+    malformed = take(isolated_http, isolated_org, target, proxy=proxy, proxy_bypass_hosts="exa mple.com")
+    assert malformed.status_code == 400 and malformed.json()["error_details"][0]["field"] == "proxy_bypass_hosts"

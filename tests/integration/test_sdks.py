@@ -153,7 +153,7 @@ TAKE: dict[str, Case] = {
     "scroll_into_view": Case("#end"),
     "scroll_into_view_adjust_top": Case(10, companions=(("scroll_into_view", "#end"),)),
     "proxy": Case("{proxy}"),
-    "proxy_bypass_hosts": Case(["example.com"], NOT_YET),
+    "proxy_bypass_hosts": Case(["*.example.com"], companions=(("proxy", "{proxy}"),)),
     "time_zone": Case("Europe/Berlin"),
     "delay": Case(0),
     "timeout": Case(30),
@@ -417,7 +417,7 @@ ANIMATE = [
     AnimateCall(NOT_YET, {**SMALL, "store": True, "storage_path": "a", "storage_bucket": "b",
                           "storage_class": "STANDARD", "storage_acl": "public-read", "storage_access_key_id": "id",
                           "storage_secret_access_key": "secret", "storage_return_location": True}),
-    AnimateCall(NOT_YET, {**SMALL, "proxy_bypass_hosts": ["example.com"]}),
+    AnimateCall("mp4", {**SMALL, "proxy": "{proxy}", "proxy_bypass_hosts": ["*.example.com"]}),
 ]
 
 
