@@ -9,6 +9,7 @@ left to the generator.
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -99,11 +100,16 @@ def narrowed(case: Any, data: st.DataObject, site: Site) -> None:
     setattr(case, where, {**source, **{name: params[name] for name in kept}})
 
 
-def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str]) -> None:
+def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str],
+          slowest: list[tuple[float, str]]) -> None:
     bounded(case)
+    started = time.monotonic()
     response = case.call(base_url=fuzzed.url, headers={"x-access-key": fuzz_key}, timeout=CLIENT_TIMEOUT_SECONDS)
     answers[f"{case.method} {case.path} {response.status_code}"] += 1
     what = f"{case.method} {case.formatted_path} query={case.query!r} body={str(case.body)[:500]!r}"
+    slowest.append((time.monotonic() - started, f"{what} -> {response.status_code}"))
+    slowest.sort(reverse=True)
+    del slowest[5:]
     answer = f"{what} -> {response.status_code} {dict(response.headers)} {response.content[:300]!r}"
     if response.status_code >= 400 and case.formatted_path.startswith("/v1/"):
         content_type = response.headers.get("content-type") or [""]  # schemathesis: lists of values
@@ -122,6 +128,10 @@ def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str
         assert response.status_code < 500, answer
 
 
+# The whole run's length depends on the draws (about 160 capture examples, each capped at 8 s): 35 to 50 s
+# here, once over 300 s in CI. A hang is caught per request (CLIENT_TIMEOUT_SECONDS); the slowest answers
+# are printed either way.
+@pytest.mark.timeout(900)
 def test_no_server_errors_and_no_hangs(fuzzed: RunningService, fuzz_key: str, site: Site) -> None:
     # Schemathesis's pytest integration (`from_fixture`) does not run under pytest 9 yet, so each
     # operation's strategy is driven by Hypothesis here.
@@ -130,6 +140,7 @@ def test_no_server_errors_and_no_hangs(fuzzed: RunningService, fuzz_key: str, si
     assert len(operations) >= 11
 
     answers: Counter[str] = Counter()
+    slowest: list[tuple[float, str]] = []
     for operation in operations:
         captures = operation.path.endswith(("/take", "/animate"))
 
@@ -139,9 +150,13 @@ def test_no_server_errors_and_no_hangs(fuzzed: RunningService, fuzz_key: str, si
         @given(case=operation.as_strategy(), data=st.data())
         def fuzz(case: Any, data: st.DataObject) -> None:
             narrowed(case, data, site)
-            check(case, fuzzed, fuzz_key, answers)
+            check(case, fuzzed, fuzz_key, answers, slowest)
 
-        fuzz()
+        try:
+            fuzz()
+        finally:
+            if operation is operations[-1] or sys.exc_info()[0] is not None:
+                sys.stderr.write("\nfuzz: slowest answers: " + "; ".join(f"{t:.1f} s {w[:300]}" for t, w in slowest))
     sys.stderr.write(f"\nfuzz answers: {dict(sorted(answers.items()))}\n")
     captured = sum(count for answer, count in answers.items() if "/take 200" in answer or "/animate 200" in answer)
     assert captured >= 10, "the fuzzer should get through to the workers too"
