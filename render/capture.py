@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Response
 
-from render import effects, fullpage, imaging, metadata, preparation, request_context
+from render import effects, fullpage, imaging, metadata, motion, preparation, request_context
 from render.annoyances import Annoyances
 from render.blocking import FilterLists, RequestBlocker
 from render.blocking import wanted as blocking_wanted
@@ -141,6 +141,8 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         await asyncio.sleep(options.delay)
     if options.delay or prepares(options):
         await annoyances.clear(tab.page, deadline)  # what appeared meanwhile
+    if options.reduce_motion:
+        await motion.reduce(tab.page)
     await check_content(tab.page, options)
     failed_requests.check(options)
     return LoadedPage(response, picture)

@@ -50,7 +50,7 @@ async def emulate_page(tab: Tab, options: TakeOptions) -> None:
     features = []
     if options.dark_mode is not None:
         features.append({"name": "prefers-color-scheme", "value": "dark" if options.dark_mode else "light"})
-    if options.reduced_motion:
+    if options.reduced_motion or options.reduce_motion:
         features.append({"name": "prefers-reduced-motion", "value": "reduce"})
     # Without an explicit media_type Chromium's own defaults stay: screen for images, print for PDF.
     media = options.media_type if "media_type" in options.model_fields_set else ""

@@ -22,12 +22,16 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from render import imaging, motion
 from render.browser import Tab
 from render.devices import Viewport
 from render.errors import CaptureTimeout
 from render.options import TakeOptions
 from render.screenshot import screenshot
 
+# Scrolls are instant whatever the page's scroll-behavior (Bootstrap makes the root's smooth): a smooth
+# scroll would still be on its way when the view is read or captured.
+_TO_TOP = "() => window.scrollTo({top: 0, left: 0, behavior: 'instant'})"
 SCROLL_TIME_SHARE = 0.5  # of the remaining time, the most the lazy-load scroll may use
 
 # The page's size as Playwright measures it for `full_page`: horizontal overflow included.
@@ -93,10 +97,10 @@ async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: View
     stop_at = time.monotonic() + max(0.0, deadline - time.monotonic()) * SCROLL_TIME_SHARE
     position = 0
     while position < min((await page_size(tab, viewport))[1], cap) and time.monotonic() < stop_at:
-        await tab.page.evaluate("y => window.scrollTo(0, y)", position)
+        await tab.page.evaluate("y => window.scrollTo({top: y, left: 0, behavior: 'instant'})", position)
         await asyncio.sleep(options.full_page_scroll_delay / 1000)
         position += step
-    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    await tab.page.evaluate(_TO_TOP)
     await tab.page.evaluate(_SETTLE)
 
 
@@ -115,12 +119,15 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
         width = (await page_size(tab, viewport))[0]
         await scroll_for_lazy_content(tab, options, viewport, height_cap(options, width, scale, max_pixels),
                                       deadline)
+        if options.reduce_motion:  # what the scroll set moving (reveal-on-scroll effects)
+            await motion.reduce(tab.page)
     width, height = await page_size(tab, viewport)
     height = min(height, height_cap(options, width, scale, max_pixels))
     device_width = round(width * scale)
     clip: dict[str, float] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
     if options.full_page_algorithm == "by_sections":
-        return await _by_sections(tab, options, viewport, width, height, deadline), device_width, round(height * scale)
+        sections = await _by_sections(tab, options, viewport, width, height, deadline)
+        return sections, device_width, sum(piece.rows for piece in sections)
     if final_format is not None:
         whole = await screenshot(tab, final_format, options.image_quality, fast=fast_final, transparent=False,
                                  clip=clip, beyond_viewport=True)
@@ -133,24 +140,32 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width
                        deadline: float) -> list[Slice]:
     scale = viewport.scale
     section = viewport.height
-    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    await tab.page.evaluate(_TO_TOP)
     await tab.page.evaluate(_PIN_STICKY)
     slices: list[Slice] = []
     top = 0
     while top < height:
         if time.monotonic() > deadline:
             raise CaptureTimeout(f"The full-page capture did not finish within timeout ({options.timeout} s).")
-        actual = float(await tab.page.evaluate("y => { window.scrollTo(0, y); return window.scrollY; }", top))
+        actual = float(await tab.page.evaluate(
+            "y => { window.scrollTo({top: y, left: 0, behavior: 'instant'}); return window.scrollY; }", top))
         await tab.page.evaluate(_SETTLE)
+        if options.reduce_motion:
+            await motion.reduce(tab.page)
         # The view; with horizontal overflow, the whole width of the rows in view.
         wide = width > viewport.width
         clip = {"x": 0, "y": actual, "width": width, "height": section, "scale": 1} if wide else None
         png = await _capture(tab, clip, beyond=wide)
         rows = min(section, height - top)
-        # At the bottom the browser cannot scroll as far as asked: skip what was already taken.
-        slices.append(Slice(png, round((top - actual) * scale), round(rows * scale)))
+        # At the bottom the browser cannot scroll as far as asked: skip what was already taken. A page
+        # that got shorter meanwhile (an animation ended, content went away) gives what its view still has.
+        skip = round((top - actual) * scale)
+        taken = min(round(rows * scale), imaging.image_size(png)[1] - skip)
+        if taken <= 0:
+            break
+        slices.append(Slice(png, skip, taken))
         if top == 0:
             await tab.page.evaluate(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
         top += section
-    await tab.page.evaluate("() => window.scrollTo(0, 0)")
+    await tab.page.evaluate(_TO_TOP)
     return slices

@@ -220,6 +220,9 @@ class TakeOptions(BaseModel):
     dark_mode: OptionalBool = param(None, "Emulation", "prefers-color-scheme: true dark, false light, "
                                     "omitted the site's default.")
     reduced_motion: Bool = param(False, "Emulation", "Emulate prefers-reduced-motion.")
+    reduce_motion: Bool = param(False, "Emulation", "Bring the page to a still state before capture: "
+                                "finite animations end, looping ones, video, audio and slider autoplay "
+                                "stop at their start; implies reduced_motion.")
     media_type: Literal["screen", "print"] = param("screen", "Emulation", "CSS media type (when omitted, "
                                                    "PDFs keep Chromium's print media).")
     omit_background: Bool = param(False, "Emulation", "Transparent background (png, webp).")
@@ -259,6 +262,9 @@ class TakeOptions(BaseModel):
     proxy_bypass_hosts: StrList = param([], "Proxy", "Hosts reached directly, not through `proxy` (or the "
                                         "ip_country_code proxy): `example.com`, `*.example.com` or `.example.com` "
                                         "(its subdomains); still under the network policy.")
+    servers_region: str | None = param(None, "Proxy", "Render on the workers the operator labelled with this "
+                                       "region (setting SCREENSHOT_REGIONS); omitted: any worker.",
+                                       pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
 
     # Image post-processing
     image_quality: int = param(80, "Image", "Quality 0-100 (jpeg, webp, avif, heif, tiff, jp2; png: "
@@ -517,7 +523,7 @@ def validation_details(error: ValidationError) -> list[ErrorDetail]:
 
 
 # Names the hosted API's official SDKs send for parameters of ours (README, Moving from the hosted API).
-SDK_ALIASES = {"openai_api_key": "vision_provider_api_key", "reduce_motion": "reduced_motion"}
+SDK_ALIASES = {"openai_api_key": "vision_provider_api_key"}
 
 
 def with_sdk_names_resolved(params: dict[str, Any]) -> dict[str, Any]:

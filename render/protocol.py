@@ -23,6 +23,16 @@ QUEUE_NAME = "render"
 # Captures a client waits for: `JobRequest` JSON pushed by the API, popped by the workers before RQ's queue.
 SYNC_QUEUE_KEY = f"queue:{QUEUE_NAME}:waiting"
 RESULT_TTL_SECONDS = 300
+
+
+def lanes(region: str | None) -> tuple[str, str]:
+    """The waiting lane (a Redis list) and the RQ queue's name for jobs of `servers_region` `region`;
+    None: the common ones, which every worker serves."""
+    if not region:
+        return SYNC_QUEUE_KEY, QUEUE_NAME
+    return f"queue:{QUEUE_NAME}@{region}:waiting", f"{QUEUE_NAME}@{region}"
+
+
 WORKERS_SEEN_KEY = "workers:seen"
 
 

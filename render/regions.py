@@ -82,7 +82,7 @@ async def _clip_region(page: Page, options: TakeOptions) -> Region:
     if options.capture_beyond_viewport:
         return Region(x, y, width, height, beyond_viewport=True)
     _, _, view_w, view_h = await _viewport(page)
-    await page.evaluate("([x, y]) => window.scrollTo(x, y)", [x, y])
+    await page.evaluate("([x, y]) => window.scrollTo({left: x, top: y, behavior: 'instant'})", [x, y])
     return Region(x, y, width, height, beyond_viewport=width > view_w or height > view_h)
 
 
@@ -95,8 +95,9 @@ async def scroll_into_view(page: Page, options: TakeOptions) -> None:
         raise SelectorNotFound(f"scroll_into_view: no element matches {options.scroll_into_view!r}.",
                                [ErrorDetail("scroll_into_view", "no element matches")])
     try:
-        await element.evaluate("(element, dy) => { element.scrollIntoView({block: 'start'}); "
-                               "window.scrollBy(0, dy); }", options.scroll_into_view_adjust_top)
+        await element.evaluate("(element, dy) => { element.scrollIntoView({block: 'start', behavior: 'instant'}); "
+                               "window.scrollBy({top: dy, behavior: 'instant'}); }",
+                               options.scroll_into_view_adjust_top)
     finally:
         await element.dispose()
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter, RequestNotValid
 from render.options import TakeOptions, header_safe
-from render.settings import configured_proxies
+from render.settings import configured_proxies, offered_regions
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAME_SITE = {"strict": "Strict", "lax": "Lax", "none": "None"}
@@ -101,9 +101,24 @@ def country_proxy(options: TakeOptions) -> str | None:
     return proxies[options.ip_country_code]
 
 
+def check_region(options: TakeOptions) -> None:
+    """`servers_region` must be one of the regions the operator labelled workers with."""
+    if options.servers_region is None:
+        return
+    offered = offered_regions()
+    if options.servers_region not in offered:
+        available = ", ".join(offered) or "none"
+        raise RequestNotValid(
+            f"servers_region: this server has no workers for {options.servers_region!r} (regions: {available}; "
+            "operators label workers with SCREENSHOT_REGIONS). Omit it to render on any worker.",
+            [ErrorDetail("servers_region", f"unknown region; available: {available}")])
+
+
 def check(options: TakeOptions) -> None:
-    """Validate headers, cookies and the country proxy up front (the API calls this before enqueueing)."""
+    """Validate headers, cookies, the country proxy and the region up front (the API calls this before
+    enqueueing)."""
     parse_headers(options.headers)
     for index, raw in enumerate(options.cookies):
         parse_cookie(raw, options.url, index)
     country_proxy(options)
+    check_region(options)

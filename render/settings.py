@@ -6,16 +6,31 @@ import os
 import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROXY_VARIABLE = re.compile(r"^SCREENSHOT_PROXY_([A-Z]{2})$")
+REGION_LABEL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
 
 def configured_proxies() -> dict[str, str]:
     """`SCREENSHOT_PROXY_<CC>` variables: country code (lower case) to upstream proxy URL."""
     return {match.group(1).lower(): value for name, value in os.environ.items()
             if (match := PROXY_VARIABLE.match(name)) and value}
+
+
+def region_labels(value: str) -> list[str]:
+    """`us-east, eu-west` as labels; ValueError naming one that is not lower-case letters, digits and dashes."""
+    labels = [label.strip() for label in value.split(",") if label.strip()]
+    for label in labels:
+        if not REGION_LABEL.match(label):
+            raise ValueError(f"{label!r} is not a region label (lower-case letters, digits and dashes, at most 32)")
+    return labels
+
+
+def offered_regions() -> list[str]:
+    """`SCREENSHOT_REGIONS`: the regions `servers_region` may name (checked at start-up)."""
+    return region_labels(os.environ.get("SCREENSHOT_REGIONS", ""))
 
 
 class RenderSettings(BaseSettings):
@@ -55,10 +70,37 @@ class RenderSettings(BaseSettings):
         "this many MiB, the worker has Chromium free its caches (a memory-pressure signal) and the kept page "
         "collect the job's JavaScript garbage, in the background before the next job (a few ms). Heavy pages "
         "leave 100-250 MB that the next page rarely needs. 0: never.")
+    regions: str = Field(
+        "", description="Region labels this deployment's workers are labelled with, comma-separated "
+        "(us-east,eu-west): a request's servers_region must name one (else request_not_valid, naming these) and "
+        "only workers serving it take the job. Requests without servers_region go to any worker. Set it on "
+        "the API and on the workers. Empty: servers_region is refused.")
+    worker_regions: str | None = Field(
+        None, description="The regions of SCREENSHOT_REGIONS this worker serves, besides the jobs that name "
+        "none (a worker in Frankfurt: eu-central). Unset: every region of SCREENSHOT_REGIONS (one host).")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
     allowed_networks: str = Field(
         "", description="CIDRs and host names captures may reach despite the private-network policy.")
+    @field_validator("regions", "worker_regions")
+    @classmethod
+    def _region_labels(cls, value: str | None) -> str | None:
+        if value is not None:
+            region_labels(value)
+        return value
+
+    @model_validator(mode="after")
+    def _served_regions_offered(self) -> RenderSettings:
+        unknown = [label for label in self.served_regions() if label not in region_labels(self.regions)]
+        if unknown:
+            raise ValueError(f"worker_regions names {', '.join(unknown)}, not in SCREENSHOT_REGIONS "
+                             f"({self.regions or 'empty'}); set both")
+        return self
+
+    def served_regions(self) -> list[str]:
+        """The regions whose jobs this worker takes (besides those naming no region)."""
+        return region_labels(self.regions if self.worker_regions is None else self.worker_regions)
+
     ca_certificates: str = Field(
         "", description="PEM file of extra certificate authorities Chromium trusts (internal sites signed by "
         "a private CA); needs certutil (Debian: libnss3-tools).")

@@ -20,7 +20,7 @@ from rq.worker import WorkerStatus
 
 from render import jobs
 from render.options import TakeOptions
-from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY, JobRequest, record_job
+from render.protocol import SYNC_QUEUE_KEY, JobRequest, lanes, record_job
 from render.runtime import Work, WorkerRuntime
 from render.settings import RenderSettings
 from storage import StorageSettings, open_storage
@@ -48,14 +48,16 @@ class CaptureWorker(SimpleWorker):
     (async captures) is put back at the head of its queue and taken RQ's way.
     """
 
-    def __init__(self, queues: list[Queue], *, runtime: WorkerRuntime, **kwargs: object) -> None:
+    def __init__(self, queues: list[Queue], *, runtime: WorkerRuntime, waiting_lanes: list[str] | None = None,
+                 **kwargs: object) -> None:
         super().__init__(queues, **kwargs)  # type: ignore[arg-type]
         self.runtime = runtime
+        self.waiting_lanes = waiting_lanes or [SYNC_QUEUE_KEY]  # regions' lanes first, the common one last
         self._rq_heartbeat_due = 0.0
 
     def dequeue_job_and_maintain_ttl(self, timeout: int | None,
                                      max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
-        keys = [SYNC_QUEUE_KEY, *self.queue_keys()]
+        keys = [*self.waiting_lanes, *self.queue_keys()]
         self.set_state(WorkerStatus.IDLE)
         while not self._stop_requested:
             try:
@@ -66,15 +68,15 @@ class CaptureWorker(SimpleWorker):
                         return None  # burst: nothing left
                     continue
                 key, value = (item.decode() for item in popped)
-                if key == SYNC_QUEUE_KEY:
-                    self._capture_now(value)
+                if key in self.waiting_lanes:
+                    self._capture_now(value, key)
                     continue
                 self.connection.lpush(key, value)  # another worker may take it first: then wait again
                 found = super().dequeue_job_and_maintain_ttl(None)
                 if found is not None:
                     return found
-            except redis.ConnectionError:
-                log.warning("worker %s lost Redis; retrying in %s s", self.name, RECONNECT_SECONDS)
+            except (redis.ConnectionError, redis.TimeoutError) as error:  # RQ would quit on a timeout
+                log.warning("worker %s lost Redis (%s); retrying in %s s", self.name, error, RECONNECT_SECONDS)
                 time.sleep(RECONNECT_SECONDS)
         return None
 
@@ -97,12 +99,12 @@ class CaptureWorker(SimpleWorker):
                 return key.encode(), value  # type: ignore[return-value]
         return None
 
-    def _capture_now(self, payload: str) -> None:
+    def _capture_now(self, payload: str, lane: str) -> None:
         """Render one waiting client's job and publish its result; a SIGTERM meanwhile stops the worker after it."""
         try:
             job = JobRequest.from_json(orjson.loads(payload))
         except (ValueError, TypeError, KeyError):
-            log.error("worker %s dropped a malformed job from %s: %.200s", self.name, SYNC_QUEUE_KEY, payload)
+            log.error("worker %s dropped a malformed job from %s: %.200s", self.name, lane, payload)
             return
         with self.connection.pipeline(transaction=False) as pipe:
             self.set_state(WorkerStatus.BUSY, pipeline=pipe)  # RQ's signal handler reads it
@@ -127,9 +129,13 @@ def run_worker(redis_url: str, settings: RenderSettings, storage_settings: Stora
         runtime.register(kind, model, work)
     runtime.start()
     jobs.install(runtime)
-    queue = Queue(QUEUE_NAME, connection=connection, serializer=JSONSerializer)
-    worker = CaptureWorker([queue], runtime=runtime, connection=connection, serializer=JSONSerializer, name=name)
-    log.info("worker %s serving %s and queue %s", name, SYNC_QUEUE_KEY, QUEUE_NAME)
+    # A region's jobs first (only workers of that region take them), then those that name none.
+    served = [*(lanes(region) for region in settings.served_regions()), lanes(None)]
+    queues = [Queue(name, connection=connection, serializer=JSONSerializer) for _, name in served]
+    worker = CaptureWorker(queues, runtime=runtime, waiting_lanes=[waiting for waiting, _ in served],
+                           connection=connection, serializer=JSONSerializer, name=name)
+    log.info("worker %s serving %s and queues %s", name, ", ".join(waiting for waiting, _ in served),
+             ", ".join(queue.name for queue in queues))
     try:
         worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
     finally:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from render.errors import InternalError, ServiceError, documentation_at
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
+from render.settings import region_labels
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
@@ -163,7 +164,8 @@ def create_app(settings: Settings) -> FastAPI:
             stack.push_async_callback(connection.aclose)
             sync_connection = redis.Redis.from_url(redis_url)
             stack.callback(sync_connection.close)
-            dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue)
+            dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue,
+                                    region_labels(settings.render.regions))
             await dispatcher.start()
             stack.push_async_callback(dispatcher.stop)
             try:

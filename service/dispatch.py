@@ -26,12 +26,11 @@ from rq.serializers import JSONSerializer
 from render.errors import InternalError
 from render.protocol import (
     JOB_RECORD_TTL_SECONDS,
-    QUEUE_NAME,
-    SYNC_QUEUE_KEY,
     JobRequest,
     JobResult,
     alive_key,
     job_key,
+    lanes,
     result_key,
 )
 from service.errors import TemporaryUnavailable
@@ -54,9 +53,13 @@ return 1
 class Dispatcher:
     """Enqueue a job, then await its `JobResult` (or None when the wait runs out)."""
 
-    def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int) -> None:
+    def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int,
+                 regions: list[str] | tuple[str, ...] = ()) -> None:
         self._redis = async_redis
-        self._queue = Queue(QUEUE_NAME, connection=sync_redis, serializer=JSONSerializer)
+        # Each region's lanes (servers_region), and the common ones under None.
+        self._lanes = {region: lanes(region) for region in (None, *regions)}
+        self._queues = {region: Queue(name, connection=sync_redis, serializer=JSONSerializer)
+                        for region, (_, name) in self._lanes.items()}
         self.sync_redis = sync_redis
         self._max_queue = max_queue
         self.reply_channel = f"results:{uuid.uuid4().hex}"
@@ -95,11 +98,18 @@ class Dispatcher:
             finally:
                 await pubsub.aclose()
 
+    def _region(self, job: JobRequest) -> str | None:
+        region = job.options.get("servers_region") or None
+        if region not in self._lanes:  # checked by the API before: a region this process was not started with
+            raise TemporaryUnavailable(f"servers_region {region!r} has no lanes on this API process; retry.")
+        return region
+
     async def queue_depth(self) -> int:
-        """Jobs waiting for a worker, in both lanes."""
+        """Jobs waiting for a worker, in every lane of every region."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.llen(SYNC_QUEUE_KEY)
-            pipe.llen(self._queue.key)
+            for region, (waiting, _) in self._lanes.items():
+                pipe.llen(waiting)
+                pipe.llen(self._queues[region].key)
             return sum(await pipe.execute())
 
     def _full(self) -> TemporaryUnavailable:
@@ -107,16 +117,20 @@ class Dispatcher:
             f"All workers are busy and {self._max_queue} requests are already waiting (setting "
             "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
 
-    async def _check_room(self) -> None:
-        if await self.queue_depth() >= self._max_queue:
-            raise self._full()
+    async def _check_room(self, region: str | None) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.llen(self._lanes[region][0])
+            pipe.llen(self._queues[region].key)
+            if sum(await pipe.execute()) >= self._max_queue:
+                raise self._full()
 
     async def submit(self, job: JobRequest, *, function: str, args: tuple[Any, ...], job_timeout: int,
                      ttl: int | None) -> None:
         """Enqueue without waiting (async jobs); `ttl`: seconds it may wait in the queue (None: forever)."""
-        await self._check_room()
+        region = self._region(job)
+        await self._check_room(region)
         await anyio.to_thread.run_sync(partial(
-            self._queue.enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
+            self._queues[region].enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
             ttl=ttl, result_ttl=60, failure_ttl=3600))
 
     async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None
@@ -128,8 +142,9 @@ class Dispatcher:
         self._waiters[job.reference] = waiter
         try:
             fields = [part for pair in (record or {}).items() for part in pair]
+            region = self._region(job)
             pushed = await self._push_if_room(
-                keys=[SYNC_QUEUE_KEY, self._queue.key, job_key(job.reference)],
+                keys=[self._lanes[region][0], self._queues[region].key, job_key(job.reference)],
                 args=[self._max_queue, orjson.dumps(job.to_json()), JOB_RECORD_TTL_SECONDS, *fields])
             if not pushed:
                 raise self._full()

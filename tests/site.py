@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests import annoyance_pages, consent_pages, control_pages, fidelity_pages
+from tests import annoyance_pages, consent_pages, control_pages, fidelity_pages, motion_pages
 
 # Top half red, bottom half blue, at any viewport size.
 COLOURS = """<!DOCTYPE html><html><head><style>
@@ -275,7 +275,7 @@ class Site:
         self.server.queries = []
         # This site's own table: some pages name the site's port.
         self.server.routes = {**ROUTES, **control_pages.pages(self.port), **annoyance_pages.routes(self.port),
-                              **fidelity_pages.routes(), **consent_pages.routes()}
+                              **fidelity_pages.routes(), **consent_pages.routes(), **motion_pages.routes()}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

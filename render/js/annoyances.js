@@ -228,7 +228,7 @@
         const offset = -parseFloat(style.top) || 0;
         el.style.setProperty('position', 'static', 'important');
         el.style.setProperty('top', 'auto', 'important');
-        if (offset > 0) window.scrollTo(window.scrollX, offset);
+        if (offset > 0) window.scrollTo({left: window.scrollX, top: offset, behavior: 'instant'});
         undone++;
       }
     }

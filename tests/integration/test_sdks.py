@@ -125,7 +125,7 @@ TAKE: dict[str, Case] = {
     "ignore_host_errors": Case(True),
     "wait_until": Case(["domcontentloaded"]),
     "ip_country_code": Case("us"),
-    "servers_region": Case("eu", NOT_YET),
+    "servers_region": Case("eu"),  # the service below labels its workers eu
     "omit_background": Case(True),
     "viewport_device": Case("iphone_13"),
     "viewport_width": Case(400, size=(400, None)),
@@ -222,7 +222,7 @@ def environment(redis_url: str, site: Site, tmp_path_factory: pytest.TempPathFac
                 redis_url.rsplit("/", 1)[0] + "/7", tmp_path_factory.mktemp("sdk-service"),
                 workers=default_workers(), SCREENSHOT_HOSTED_HEADER_NAMES="true",
                 SCREENSHOT_VISION_BASE_URL=provider.url("/v1"), SCREENSHOT_VISION_MODEL="test-vision-1",
-                SCREENSHOT_PROXY_US=proxy_url) as service:
+                SCREENSHOT_PROXY_US=proxy_url, SCREENSHOT_REGIONS="eu") as service:
             org = asyncio.run(_create_org(service.redis_url, quota=100000, concurrency=10))
             yield Environment(service, org, site.url("/sdk.html"), proxy_url, hook)
     finally:

@@ -22,13 +22,13 @@ def test_full_queue_is_temporary_unavailable(redis_url: str) -> None:
         async_redis = aioredis.Redis.from_url(isolated)
         sync_redis = redis.Redis.from_url(isolated)
         dispatcher = Dispatcher(async_redis, sync_redis, max_queue=1)
-        sync_redis.rpush(dispatcher._queue.key, "someone-else")
+        sync_redis.rpush(dispatcher._queues[None].key, "someone-else")
         try:
             job = JobRequest(reference="r1", organisation="o", options={}, trace_id="t", deadline=time.time() + 5)
             with pytest.raises(TemporaryUnavailable, match="SCREENSHOT_MAX_QUEUE"):
                 await dispatcher.run(job, wait_seconds=1)
         finally:
-            sync_redis.delete(dispatcher._queue.key)
+            sync_redis.delete(dispatcher._queues[None].key)
             await async_redis.aclose()
             sync_redis.close()
 
