@@ -24,7 +24,8 @@ _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[:/x]\s*(\d+(?:\.\d+)?)\s*$")
 # (naming the parameter) rather than ignored.
 NOT_FOR_RECORDINGS = frozenset({
     "full_page", "full_page_scroll", "full_page_scroll_delay", "full_page_scroll_by", "full_page_max_height",
-    "full_page_algorithm", "selector", "selector_algorithm", "selector_scroll_into_view",
+    "full_page_algorithm", "full_page_slices", "full_page_slice_height", "full_page_slice_overlap_height",
+    "selector", "selector_algorithm", "selector_scroll_into_view",
     "error_on_selector_not_found", "capture_beyond_viewport", "clip_x", "clip_y", "clip_width", "clip_height",
     "image_quality", "image_width", "image_height", "pdf_print_background", "pdf_fit_one_page", "pdf_landscape",
     "pdf_paper_format", "pdf_margin", "pdf_margin_top", "pdf_margin_right", "pdf_margin_bottom",

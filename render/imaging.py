@@ -143,6 +143,30 @@ def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
 Source = Callable[[], pyvips.Image]
 
 
+@dataclass(frozen=True)
+class Slice:
+    """One horizontal band of a final image (full_page_slices), encoded like the image."""
+
+    offset_y: int
+    width: int
+    height: int
+    body: bytes
+
+
+def cut_slices(data: bytes, height: int, overlap: int, options: EncodeOptions) -> list[Slice]:
+    """`data` cut top to bottom into bands of at most `height` rows, each repeating the `overlap` last rows
+    of the one before; the last band ends at the bottom (one band when the image is not taller)."""
+    image = pyvips.Image.new_from_buffer(data, "")
+    step = height - overlap
+    slices = []
+    for top in range(0, image.height, step):
+        rows = min(height, image.height - top)
+        slices.append(Slice(top, image.width, rows, encode(image.crop(0, top, image.width, rows), options)))
+        if top + rows >= image.height:
+            break
+    return slices
+
+
 def decode(data: bytes) -> pyvips.Image:
     """An encoded image, read as it is needed."""
     return pyvips.Image.new_from_buffer(data, "", access="sequential")

@@ -156,6 +156,12 @@ class TakeOptions(BaseModel):
         "default", "Full page", "default: one native capture of the whole page, at any height; by_sections: "
         "one viewport at a time, stitched. Fixed elements appear where the first screen has them, sticky ones "
         "where the document puts them, each once.")
+    full_page_slices: Bool = param(False, "Full page", "Also cut the final full-page image into slices, each "
+                                   "stored with its own URL: `slices` in the JSON body, the manifest's URL in "
+                                   "x-service-full-page-slices-url.")
+    full_page_slice_height: int = param(4000, "Full page", "Most image pixels per slice.", ge=1, le=16000)
+    full_page_slice_overlap_height: int = param(0, "Full page", "Image pixels each slice repeats of the one "
+                                                "before (less than full_page_slice_height).", ge=0, le=15999)
 
     # Selector and scrolling
     selector: str | None = param(None, "Selector", "Only this element is output; `shadow/` prefix "
@@ -463,6 +469,14 @@ class TakeOptions(BaseModel):
         for name in ("vision_prompt", "vision_max_tokens"):
             if getattr(self, name) is not None and self.vision_provider_api_key is None:
                 problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
+        if self.full_page_slices and not self.full_page:
+            problems.append(ErrorDetail("full_page_slices", "needs full_page=true"))
+        if self.full_page_slices and self.format not in IMAGE_FORMATS:
+            problems.append(ErrorDetail("full_page_slices", f"applies to image formats, not {self.format}"))
+        if self.full_page_slice_overlap_height >= self.full_page_slice_height:
+            problems.append(ErrorDetail("full_page_slice_overlap_height",
+                                        "must be less than full_page_slice_height "
+                                        f"({self.full_page_slice_height})"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
         return problems

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import orjson
 import redis
 
 from render import imaging, sealing, vision
@@ -257,9 +258,29 @@ class WorkerRuntime:
             body, extension, content_type = output.content
             result.extra["content_key"] = self._put(
                 object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
+        if options.full_page_slices:
+            self._store_slices(job, options, output, result)
         if job.store_result or job.store_key:
             self._store(job, options, result)
         return result
+
+    def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
+        """full_page_slices: each band of the final image stored, and a manifest of them (the API serves it
+        with fresh links: service/routes/account.py)."""
+        palette = output.format == "png" and "image_quality" in options.model_fields_set
+        pieces = imaging.cut_slices(output.body, options.full_page_slice_height,
+                                    options.full_page_slice_overlap_height,
+                                    imaging.EncodeOptions(output.format, options.image_quality, palette=palette))
+        slices = []
+        for index, piece in enumerate(pieces):
+            key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
+                            piece.body, output.content_type)
+            slices.append({"index": index, "offset_y": piece.offset_y, "width": piece.width,
+                           "height": piece.height, "key": key})
+        result.extra["slices"] = slices
+        result.extra["slices_manifest"] = self._put(
+            object_key(job.organisation, f"{job.reference}-slices", "json"),
+            orjson.dumps({"slices": slices}), "application/json")
 
     def _handle_variants(self, job: JobRequest, options: TakeOptions, started: float) -> JobResult:
         """The first output's result, carrying the others' in `variants` (each may have failed alone)."""

@@ -18,7 +18,10 @@ from render.options import TakeOptions
 from render.protocol import JobResult
 from service import metadata
 from storage import Storage
-from storage.local import sign_file_url
+from storage.local import file_signature, sign_file_url
+
+# Signed manifest links (Links.slices_url) sign this prefix with the key, so no /files link signature is one.
+SLICES_SIGNED = "slices:"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,18 @@ class Links:
         if url is not None:
             return url, expires
         return sign_file_url(self.base_url, self.secret, key, expires), expires
+
+    def slices_url(self, manifest_key: str) -> str:
+        """The URL of a full_page_slices manifest: the API answers it with fresh links to each slice."""
+        expires = int(time.time()) + self.ttl
+        signature = file_signature(self.secret, SLICES_SIGNED + manifest_key, expires)
+        return (f"{self.base_url.rstrip('/')}/v1/screenshot/slices/{quote(manifest_key)}?expires={expires}"
+                f"&signature={signature}")
+
+    def slices(self, slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The slices as the client sees them: each with a URL instead of its storage key."""
+        return [{"index": piece["index"], "offset_y": piece["offset_y"], "width": piece["width"],
+                 "height": piece["height"], "url": self.url(piece["key"])[0]} for piece in slices]
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,9 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
     headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
     if cache_url is not None:
         headers["x-service-cache-url"] = cache_url
+    if "slices_manifest" in result.extra:
+        headers["x-service-full-page-slices-url"] = links.slices_url(result.extra["slices_manifest"])
+        fields["slices"] = links.slices(result.extra["slices"])
     if options.response_type == "by_format":
         if options.attachment_name is not None:
             headers["content-disposition"] = content_disposition(options.attachment_name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import anyio
+import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -11,6 +13,7 @@ from service.auth import authenticate
 from service.context import AppContext
 from service.errors import SignatureNotValid
 from service.params import collect
+from service.results import SLICES_SIGNED
 from storage.local import verify_file_signature
 
 router = APIRouter(prefix="/v1/screenshot", tags=["account"])
@@ -24,6 +27,22 @@ async def usage(request: Request) -> Response:
     org = await authenticate(params, context.organisations)
     record = await context.quota.usage(org)
     return JSONResponse(record.to_json())
+
+
+@router.get("/slices/{key:path}", summary="The slices of a full_page_slices capture, through the signed, "
+            "expiring link of x-service-full-page-slices-url")
+async def slices(request: Request, key: str, expires: int = 0, signature: str = "") -> Response:
+    context: AppContext = request.app.state.context
+    if not verify_file_signature(context.url_secret, SLICES_SIGNED + key, expires, signature, time.time()):
+        raise SignatureNotValid("This link has expired or was altered; request the screenshot again.")
+
+    def read() -> bytes | None:
+        return b"".join(context.storage.open(key)) if context.storage.stat(key) is not None else None
+
+    stored = await anyio.to_thread.run_sync(read)
+    if stored is None:
+        raise SignatureNotValid("This link no longer points to stored slices; they may have been deleted.")
+    return JSONResponse({"slices": context.links.slices(orjson.loads(stored)["slices"])})
 
 
 @router.get("/files/{key:path}", summary="Download a stored result through its signed, expiring link")

@@ -1,6 +1,6 @@
 """Parameters the hosted API's SDKs send beyond the spec (issue 21), each checked on its output:
-include_shadow_dom, attachment_name, request_gpu_rendering, and the error reference documentation_url
-points at. The SDKs themselves are driven in test_sdks.py."""
+include_shadow_dom, attachment_name, request_gpu_rendering, full_page_slices, and the error reference
+documentation_url points at. The SDKs themselves are driven in test_sdks.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 from tests.conftest import Org
+from tests.images import decode
+from tests.plain import differing_pixels
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -85,3 +87,49 @@ def test_request_gpu_rendering_falls_back_to_software_and_says_so(client: httpx.
     refused = take(client, org, url=url, request_gpu_rendering="true", fail_if_gpu_rendering_fails="true")
     assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
     assert "fail_if_gpu_rendering_fails" in refused.json()["error_message"]
+
+
+def test_full_page_slices_cut_the_final_image_into_stored_bands(client: httpx.Client, org: Org, site: Site) -> None:
+    url = site.url("/tall.html")  # 3000 CSS px of gradient
+    response = take(client, org, url=url, full_page="true", viewport_width=300, viewport_height=400,
+                    full_page_slices="true", full_page_slice_height=1000, full_page_slice_overlap_height=100,
+                    response_type="json")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    whole = decode(httpx.get(body["screenshot_url"]).content)
+    assert (whole.width, whole.height) == (300, 3000)
+    slices = body["slices"]
+    # Bands of 1000 rows starting every 900; the last ends at the bottom.
+    assert [(s["index"], s["offset_y"], s["width"], s["height"]) for s in slices] == [
+        (0, 0, 300, 1000), (1, 900, 300, 1000), (2, 1800, 300, 1000), (3, 2700, 300, 300)]
+    for piece in slices:
+        image = decode(httpx.get(piece["url"]).content)
+        assert differing_pixels(image, whole.crop(0, piece["offset_y"], piece["width"], piece["height"])) == 0
+    # The bytes as usual, the manifest's link in a header; its slices are the same bands.
+    binary = take(client, org, url=url, full_page="true", viewport_width=300, viewport_height=400, format="jpeg",
+                  full_page_slices="true", full_page_slice_height=2000)
+    assert binary.status_code == 200 and binary.content.startswith(b"\xff\xd8")
+    manifest_url = binary.headers["x-service-full-page-slices-url"]
+    manifest = httpx.get(manifest_url)
+    assert manifest.status_code == 200, manifest.text
+    bands = manifest.json()["slices"]
+    assert [(s["offset_y"], s["height"]) for s in bands] == [(0, 2000), (2000, 1000)]
+    assert all(httpx.get(s["url"]).content.startswith(b"\xff\xd8") for s in bands)
+    tampered = httpx.get(manifest_url.replace("signature=", "signature=0"))
+    assert tampered.status_code == 400 and tampered.json()["error_code"] == "signature_is_not_valid"
+    assert "x-service-full-page-slices-url" not in take(client, org, url=url, full_page="true").headers
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"full_page_slices": "true"}, "full_page_slices"),  # without full_page
+    ({"full_page": "true", "full_page_slices": "true", "format": "pdf"}, "full_page_slices"),
+    ({"full_page": "true", "full_page_slices": "true", "full_page_slice_height": "0"}, "full_page_slice_height"),
+    ({"full_page": "true", "full_page_slices": "true", "full_page_slice_height": "16001"}, "full_page_slice_height"),
+    ({"full_page": "true", "full_page_slices": "true", "full_page_slice_height": "500",
+      "full_page_slice_overlap_height": "500"}, "full_page_slice_overlap_height"),
+])
+def test_full_page_slices_refuses_what_cannot_be_cut(client: httpx.Client, org: Org, site: Site,
+                                                      params: dict[str, str], field: str) -> None:
+    refused = take(client, org, url=site.url("/tall.html"), **params)
+    assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
+    assert field in [detail["field"] for detail in refused.json()["error_details"]], refused.text
