@@ -41,8 +41,16 @@ class TextFormatter(logging.Formatter):
         return super().format(record) + (f" [trace {trace_id}]" if trace_id else "")
 
 
+QUIET_AT_DEBUG = ("botocore", "boto3", "s3transfer", "urllib3")
+
+
 def configure(level: str, fmt: str) -> None:
     """Root logging for a service process: `fmt` is "json" or "text"."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    # The S3 client's own debug output holds each request's headers: the signature and the access key id
+    # of the operator's store, or of a caller's bucket (store=true). Never below WARNING.
+    quiet = max(logging.getLogger().level, logging.WARNING)
+    for name in QUIET_AT_DEBUG:
+        logging.getLogger(name).setLevel(quiet)

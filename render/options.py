@@ -26,6 +26,7 @@ from pydantic import (
 
 from render.devices import DEVICE_IDS, Viewport, resolve_viewport
 from render.errors import ErrorDetail, RequestNotValid
+from storage.paths import placeholders_in
 
 # --- value types shared by the request models -------------------------------------------------
 
@@ -102,6 +103,14 @@ def param(default: Any, group: str, description: str, shown_default: str | None 
     return Field(default, description=description, json_schema_extra=extra, **constraints)
 
 
+
+
+# store=true needs these; the credentials too, checked by the API only (render.request_params.check_store:
+# they are sealed apart from the options the worker and webhook deliverer see).
+STORAGE_REQUIRED = ("storage_path", "storage_bucket")
+STORAGE_CREDENTIALS = ("storage_access_key_id", "storage_secret_access_key")
+STORAGE_FIELDS = (*STORAGE_REQUIRED, *STORAGE_CREDENTIALS, "storage_endpoint", "storage_class", "storage_acl",
+                  "storage_return_location")
 
 
 class TakeOptions(BaseModel):
@@ -306,6 +315,30 @@ class TakeOptions(BaseModel):
     external_identifier: str | None = param(None, "Async", "Echoed in x-service-external-identifier.",
                                             max_length=256)
 
+    # Your own storage (the hosted API's `store`)
+    store: Bool = param(False, "Storage", "Upload the result to your S3-compatible bucket with your "
+                        "credentials (storage_*); the key and bucket come back in x-service-store-key and "
+                        "x-service-store-bucket.")
+    storage_path: str | None = param(None, "Storage", "Object key without extension (the format's is "
+                                     "added); placeholders {reference}, {domain}, {date}, {year}, {month}, "
+                                     "{day}, {hour}, {minute}, {second}, {timestamp}.", max_length=1000)
+    storage_bucket: str | None = param(None, "Storage", "Your bucket.",
+                                       pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    storage_endpoint: str | None = param(None, "Storage", "Your S3-compatible endpoint "
+                                         "(https://<account>.r2.cloudflarestorage.com, a MinIO URL); "
+                                         "under the network policy.", shown_default="Amazon S3")
+    storage_access_key_id: str | None = param(None, "Storage", "Your access key id; never stored.",
+                                              max_length=256)
+    storage_secret_access_key: str | None = param(None, "Storage", "Your secret access key; never stored.",
+                                                  max_length=256)
+    storage_class: str | None = param(None, "Storage", "Object storage class (STANDARD, STANDARD_IA, ...).",
+                                      pattern=r"^[A-Z_]{1,40}$")
+    storage_acl: Literal["private", "public-read", "public-read-write", "authenticated-read",
+                         "aws-exec-read", "bucket-owner-read", "bucket-owner-full-control"] | None = param(
+        None, "Storage", "Canned ACL of the object.")
+    storage_return_location: Bool = param(False, "Storage", "Return the object's URL: `store.location` in "
+                                          "the JSON body and x-service-store-location.")
+
     # Metadata
     metadata_image_size: Bool = param(False, "Metadata", "Output image width and height.")
     metadata_page_title: Bool = param(False, "Metadata", "The page title.")
@@ -354,6 +387,29 @@ class TakeOptions(BaseModel):
         for pattern in value:
             if not _HOST_PATTERN.fullmatch(pattern):
                 raise ValueError(f"{pattern[:64]!r} is not a host pattern (example.com, *.example.com, .example.com)")
+        return value
+
+    @field_validator("storage_path")
+    @classmethod
+    def _storage_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or value.startswith("/") or any(part in ("", ".", "..") for part in value.split("/")):
+            raise ValueError("must be a relative key like shots/{date}/home, without empty, . or .. segments")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("must not contain control characters")
+        placeholders_in(value)
+        return value
+
+    @field_validator("storage_endpoint")
+    @classmethod
+    def _storage_endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
+                or parts.username or parts.password:
+            raise ValueError("must be an http(s) URL of the store, without credentials, query or fragment")
         return value
 
     @field_validator("attachment_name")
@@ -469,6 +525,7 @@ class TakeOptions(BaseModel):
         for name in ("vision_prompt", "vision_max_tokens"):
             if getattr(self, name) is not None and self.vision_provider_api_key is None:
                 problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
+        problems += self._storage_problems()
         if self.full_page_slices and not self.full_page:
             problems.append(ErrorDetail("full_page_slices", "needs full_page=true"))
         if self.full_page_slices and self.format not in IMAGE_FORMATS:
@@ -479,6 +536,16 @@ class TakeOptions(BaseModel):
                                         f"({self.full_page_slice_height})"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
+        return problems
+
+    def _storage_problems(self) -> list[ErrorDetail]:
+        named = [name for name in STORAGE_FIELDS if getattr(self, name) not in (None, False)]
+        if not self.store:
+            return [ErrorDetail(name, "needs store=true") for name in named]
+        problems = [ErrorDetail(name, "is required with store=true") for name in STORAGE_REQUIRED
+                    if getattr(self, name) is None]
+        if self.cache:
+            problems.append(ErrorDetail("store", "cannot be combined with cache (a cached answer uploads nothing)"))
         return problems
 
     # --- derived values used by the renderer ---------------------------------------------------

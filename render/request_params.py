@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from render.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter, RequestNotValid
-from render.options import TakeOptions, header_safe
+from render.options import STORAGE_CREDENTIALS, TakeOptions, header_safe
 from render.settings import configured_proxies, offered_regions
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -114,11 +114,21 @@ def check_region(options: TakeOptions) -> None:
             [ErrorDetail("servers_region", f"unknown region; available: {available}")])
 
 
+def check_store(options: TakeOptions) -> None:
+    """store=true uploads with the caller's credentials only: both must be given (the operator's own are
+    never used for a caller's bucket)."""
+    missing = [name for name in STORAGE_CREDENTIALS if options.store and getattr(options, name) is None]
+    if missing:
+        raise RequestNotValid(f"Invalid parameters: {', '.join(missing)}: required with store=true",
+                              [ErrorDetail(name, "is required with store=true") for name in missing])
+
+
 def check(options: TakeOptions) -> None:
-    """Validate headers, cookies, the country proxy and the region up front (the API calls this before
-    enqueueing)."""
+    """Validate headers, cookies, the country proxy, the region and store's credentials up front (the API
+    calls this before enqueueing)."""
     parse_headers(options.headers)
     for index, raw in enumerate(options.cookies):
         parse_cookie(raw, options.url, index)
     country_proxy(options)
     check_region(options)
+    check_store(options)

@@ -28,13 +28,14 @@ from render.egress import EgressProxy
 from render.errors import (
     CaptureTimeout,
     InternalError,
+    NameNotResolved,
     PageCrashed,
     RequestNotValid,
     ServiceError,
     StorageAccessDenied,
 )
 from render.logs import trace_id_var
-from render.network_policy import NetworkPolicy
+from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import (
     ALIVE_TTL_SECONDS,
@@ -50,6 +51,7 @@ from render.protocol import (
 )
 from render.settings import RenderSettings
 from storage import Storage, StorageError, object_key
+from storage.paths import filled
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -260,9 +262,40 @@ class WorkerRuntime:
                 object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
         if options.full_page_slices:
             self._store_slices(job, options, output, result)
+        if options.store:
+            self._upload_to_caller(job, options, output, result)
         if job.store_result or job.store_key:
             self._store(job, options, result)
         return result
+
+    def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
+        """store=true: the output in the caller's bucket, with the caller's credentials, through the egress
+        proxy (the network policy); any failure is storage_access_denied (not charged)."""
+        from storage.destination import Destination, upload  # boto3: imported by the jobs that need it
+
+        if options.storage_access_key_id is None or options.storage_secret_access_key is None:
+            raise StorageAccessDenied("store=true needs storage_access_key_id and storage_secret_access_key; "
+                                      "this job's credentials did not reach the worker. Send the request again.")
+        assert options.storage_path is not None and options.storage_bucket is not None  # the options' rule
+        destination = Destination(
+            bucket=options.storage_bucket,
+            key=filled(options.storage_path, options.file_extension, reference=job.reference, url=options.url),
+            access_key_id=options.storage_access_key_id, secret_access_key=options.storage_secret_access_key,
+            endpoint=options.storage_endpoint or self.settings.store_endpoint or None,
+            storage_class=options.storage_class, acl=options.storage_acl)
+        try:  # refused by name here; the egress checks the address it connects to again
+            asyncio.run_coroutine_threadsafe(self.policy.checked_address(destination.host), self.loop).result(30)
+        except AddressNotAllowed as refused:
+            raise StorageAccessDenied(
+                f"storage_endpoint: {refused}; operators can open it with SCREENSHOT_ALLOWED_NETWORKS.") from None
+        except (OSError, concurrent.futures.TimeoutError, NameNotResolved):
+            raise StorageAccessDenied(f"storage_endpoint: {destination.host} does not resolve.") from None
+        try:
+            location = upload(destination, output.body, output.content_type, self.egress.url)
+        except StorageError as error:
+            raise StorageAccessDenied(f"Could not upload to bucket {destination.bucket!r}: {error}.") from None
+        result.extra["store"] = {"bucket": destination.bucket, "key": destination.key,
+                                 "location": location if options.storage_return_location else None}
 
     def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """full_page_slices: each band of the final image stored, and a manifest of them (the API serves it

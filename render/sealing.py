@@ -3,7 +3,8 @@
 What crosses the queue stays in Redis for a while: the waiting lane for seconds, an async job's RQ record
 and its job record for up to 7 days, a webhook's pending delivery for hours. The caller's credentials for
 the target (`cookies`, `headers`, `authorization`, the `proxy` URL with its password, a user and password
-in the `url`) and for the vision provider travel apart from the options, encrypted (AES-GCM) with
+in the `url`), for their own bucket (`storage_access_key_id`, `storage_secret_access_key`) and for the vision
+provider travel apart from the options, encrypted (AES-GCM) with
 SCREENSHOT_JOB_SECRET, which Redis never sees, and bound to the job's reference; only the worker running
 the job opens them, in memory. Pure: the API imports it.
 """
@@ -22,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 # The options that carry credentials. The url too, when it holds a user or password (then the options keep
 # it without them).
-SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy")
+SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy", "storage_access_key_id", "storage_secret_access_key")
 _NONCE_BYTES = 12
 
 

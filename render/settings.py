@@ -78,6 +78,10 @@ class RenderSettings(BaseSettings):
     worker_regions: str | None = Field(
         None, description="The regions of SCREENSHOT_REGIONS this worker serves, besides the jobs that name "
         "none (a worker in Frankfurt: eu-central). Unset: every region of SCREENSHOT_REGIONS (one host).")
+    store_endpoint: str = Field(
+        "", description="The S3-compatible endpoint store=true uploads to when a request gives no "
+        "storage_endpoint (the company's MinIO, say; the hosted API's dashboard setting). Empty: Amazon S3. "
+        "Credentials always come from the request.")
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
     allowed_networks: str = Field(

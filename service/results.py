@@ -108,6 +108,13 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
     headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
     if cache_url is not None:
         headers["x-service-cache-url"] = cache_url
+    stored = result.extra.get("store")
+    if stored is not None:  # store=true: where the caller's bucket has it
+        headers["x-service-store-bucket"] = stored["bucket"]
+        headers["x-service-store-key"] = stored["key"]
+        if stored["location"] is not None:
+            headers["x-service-store-location"] = stored["location"]
+        fields["store"] = stored
     if "slices_manifest" in result.extra:
         headers["x-service-full-page-slices-url"] = links.slices_url(result.extra["slices_manifest"])
         fields["slices"] = links.slices(result.extra["slices"])

@@ -186,10 +186,10 @@ OUTPUT_FIELDS = frozenset({
 
 def page_groups(entries: list[tuple[TakeOptions | None, ServiceError | None]]) -> list[list[int]]:
     """Indexes of valid entries that load the same page, in groups of two or more. Entries asking for
-    vision run alone (their key is sealed for their own job)."""
+    vision or an upload to their own bucket run alone (their keys are sealed for their own job)."""
     groups: dict[bytes, list[int]] = {}
     for index, (options, _) in enumerate(entries):
-        if options is None or options.vision_provider_api_key is not None:
+        if options is None or options.vision_provider_api_key is not None or options.store:
             continue
         page = {k: v for k, v in options.to_payload().items() if k not in OUTPUT_FIELDS}
         groups.setdefault(orjson.dumps(page, option=orjson.OPT_SORT_KEYS), []).append(index)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import boto3
 import httpx
 import pytest
 import pyvips
@@ -30,7 +31,7 @@ from service.settings import default_workers
 from tests.conftest import ROOT, Org, RunningService, _create_org
 from tests.integration.test_proxies import PROXY_HOST, start_tinyproxy
 from tests.receivers import Receiver, vision_answer
-from tests.servers import running_service
+from tests.servers import S3Server, running_service, s3_server
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -82,7 +83,18 @@ def webhook(name: str, value: Any) -> Case:
     return Case(value, "accepted", rest)
 
 
-NOT_YET = "error:request_not_valid"  # README, Moving from the hosted API: "Not yet"
+SDK_BUCKET = "sdk-bucket"  # in the environment's local S3 server (moto, any credentials)
+STORE = (("store", True), ("storage_endpoint", "{s3}"), ("storage_bucket", SDK_BUCKET),
+         ("storage_path", "sdk/{reference}"), ("storage_access_key_id", "sdk-key"),
+         ("storage_secret_access_key", "sdk-secret"))
+
+
+def stored(name: str, value: Any, headers: dict[str, Any] | None = None) -> Case:
+    """A store=true call (the result in the caller's bucket): the key and bucket come back in headers."""
+    return Case(value, companions=tuple((other, v) for other, v in STORE if other != name),
+                headers={"x-screenshotone-store-key": ANY, "x-screenshotone-store-bucket": SDK_BUCKET,
+                         **(headers or {})})
+
 
 # Every parameter either SDK sends, by its name on the wire.
 TAKE: dict[str, Case] = {
@@ -162,11 +174,15 @@ TAKE: dict[str, Case] = {
     "navigation_timeout": Case(20),
     "wait_for_selector": Case("#late"),
     "wait_for_selector_algorithm": Case("at_least_one", companions=(("wait_for_selector", "#late"),)),
-    "store": Case(True, NOT_YET),
-    "storage_path": Case("shots/a", NOT_YET), "storage_bucket": Case("bucket", NOT_YET),
-    "storage_class": Case("STANDARD", NOT_YET), "storage_acl": Case("public-read", NOT_YET),
-    "storage_endpoint": Case("http://127.0.0.1:9", NOT_YET), "storage_access_key_id": Case("id", NOT_YET),
-    "storage_secret_access_key": Case("secret", NOT_YET), "storage_return_location": Case(True, NOT_YET),
+    "store": stored("store", True),
+    "storage_path": stored("storage_path", "sdk/{date}/{reference}"),
+    "storage_bucket": stored("storage_bucket", SDK_BUCKET),
+    "storage_class": stored("storage_class", "STANDARD"), "storage_acl": stored("storage_acl", "public-read"),
+    "storage_endpoint": stored("storage_endpoint", "{s3}"),
+    "storage_access_key_id": stored("storage_access_key_id", "sdk-key"),
+    "storage_secret_access_key": stored("storage_secret_access_key", "sdk-secret"),
+    "storage_return_location": stored("storage_return_location", True,
+                                      {"x-screenshotone-store-location": ANY}),
     "request_gpu_rendering": Case(True, headers={"x-screenshotone-gpu-rendering": "software"}),
     "fail_if_gpu_rendering_fails": Case(True, "error:request_not_valid"),
     "pdf_print_background": pdf(True), "pdf_fit_one_page": pdf(True), "pdf_landscape": pdf(True),
@@ -205,28 +221,33 @@ class Environment:
     page: str
     proxy: str
     hook: Receiver
+    s3: S3Server
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
-            return value.replace("{proxy}", self.proxy).replace("{hook}", self.hook.url("/hook"))
+            return (value.replace("{proxy}", self.proxy).replace("{hook}", self.hook.url("/hook"))
+                    .replace("{s3}", self.s3.url))
         return value
 
 
 @pytest.fixture(scope="module")
 def environment(redis_url: str, site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     """A service as a team moving from the hosted API runs it: hosted header names on, a vision provider
-    (a local server speaking its protocol), a proxy for ip_country_code=us."""
+    (a local server speaking its protocol), a proxy for ip_country_code=us, workers labelled region eu, and
+    a local S3 server (moto) as the caller's store and the default store endpoint."""
     directory = tmp_path_factory.mktemp("sdk-proxy")
     proxy, port = start_tinyproxy(directory, None)
     proxy_url = f"http://{PROXY_HOST}:{port}/"
     try:
-        with Receiver(vision_answer) as provider, Receiver() as hook, running_service(
+        with Receiver(vision_answer) as provider, Receiver() as hook, s3_server() as s3, running_service(
                 redis_url.rsplit("/", 1)[0] + "/7", tmp_path_factory.mktemp("sdk-service"),
                 workers=default_workers(), SCREENSHOT_HOSTED_HEADER_NAMES="true",
                 SCREENSHOT_VISION_BASE_URL=provider.url("/v1"), SCREENSHOT_VISION_MODEL="test-vision-1",
-                SCREENSHOT_PROXY_US=proxy_url, SCREENSHOT_REGIONS="eu") as service:
+                SCREENSHOT_PROXY_US=proxy_url, SCREENSHOT_REGIONS="eu",
+                SCREENSHOT_STORE_ENDPOINT=s3.url) as service:
             org = asyncio.run(_create_org(service.redis_url, quota=100000, concurrency=10))
-            yield Environment(service, org, site.url("/sdk.html"), proxy_url, hook)
+            boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(Bucket=SDK_BUCKET)
+            yield Environment(service, org, site.url("/sdk.html"), proxy_url, hook, s3)
     finally:
         proxy.terminate()
         proxy.wait(10)
@@ -416,9 +437,10 @@ ANIMATE = [
     AnimateCall("mov", {"format": "mov", **SMALL, "viewport_device": "iphone_13"}),
     AnimateCall("accepted", {**SMALL, "async": True, "webhook_url": "{hook}", "webhook_sign": True}),
     AnimateCall("error:request_not_valid", {**SMALL, "fail_if_gpu_rendering_fails": True}),
-    AnimateCall(NOT_YET, {**SMALL, "store": True, "storage_path": "a", "storage_bucket": "b",
-                          "storage_class": "STANDARD", "storage_acl": "public-read", "storage_access_key_id": "id",
-                          "storage_secret_access_key": "secret", "storage_return_location": True}),
+    # AnimateOptions has no storageEndpoint: the service's SCREENSHOT_STORE_ENDPOINT is used.
+    AnimateCall("mp4", {**SMALL, **{name: value for name, value in STORE if name != "storage_endpoint"},
+                        "storage_path": "sdk/animated", "storage_class": "STANDARD", "storage_acl": "public-read",
+                        "storage_return_location": True}),
     AnimateCall("mp4", {**SMALL, "proxy": "{proxy}", "proxy_bypass_hosts": ["*.example.com"]}),
 ]
 
@@ -470,3 +492,12 @@ def test_the_clients_url_makers_and_metadata_reader(environment: Environment, tm
         response = httpx.get(url, timeout=60)
         assert response.status_code == 200, (kind, response.text)
         assert response.headers["content-type"] == ("video/mp4" if kind == "signedAnimate" else "image/png")
+    # Node's store(): the capture in the caller's bucket, its key and bucket read from the hosted headers.
+    [kept] = run_node(node_plan(environment, tmp_path, [
+        {"id": "store", "kind": "store", "source": ["url", environment.page],
+         "methods": [["storageEndpoint", environment.s3.url]],
+         "store": ["sdk/node-store", SDK_BUCKET, "private", "STANDARD", "sdk-key", "sdk-secret"]}]))
+    assert kept["ok"] and kept["stored"] == {"key": "sdk/node-store.png", "bucket": SDK_BUCKET}, kept
+    bucket = boto3.client("s3", endpoint_url=environment.s3.url, region_name="us-east-1")
+    assert bucket.get_object(Bucket=SDK_BUCKET, Key="sdk/node-store.png")["Body"].read().startswith(b"\x89PNG")
+    assert bucket.get_object(Bucket=SDK_BUCKET, Key="sdk/animated.mp4")["Body"].read()[4:8] == b"ftyp"
