@@ -133,3 +133,9 @@ def test_full_page_slices_refuses_what_cannot_be_cut(client: httpx.Client, org: 
     refused = take(client, org, url=site.url("/tall.html"), **params)
     assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
     assert field in [detail["field"] for detail in refused.json()["error_details"]], refused.text
+
+
+def test_hosted_header_names_are_off_by_default(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/probe.html"), metadata_image_size="true")
+    assert response.status_code == 200 and response.headers["x-service-image-width"]
+    assert not [name for name in response.headers if name.lower().startswith("x-screenshotone-")]

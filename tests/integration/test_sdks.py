@@ -501,3 +501,15 @@ def test_the_clients_url_makers_and_metadata_reader(environment: Environment, tm
     bucket = boto3.client("s3", endpoint_url=environment.s3.url, region_name="us-east-1")
     assert bucket.get_object(Bucket=SDK_BUCKET, Key="sdk/node-store.png")["Body"].read().startswith(b"\x89PNG")
     assert bucket.get_object(Bucket=SDK_BUCKET, Key="sdk/animated.mp4")["Body"].read()[4:8] == b"ftyp"
+
+
+def test_webhook_deliveries_carry_the_hosted_header_names_too(environment: Environment) -> None:
+    path = "/hosted-names-hook"
+    accepted = httpx.get(f"{environment.service.url}/v1/screenshot/take", timeout=60, params={
+        "access_key": environment.org.access_key, "url": environment.page, "async": "true",
+        "webhook_url": environment.hook.url(path), "external_identifier": "order-7"})
+    assert accepted.status_code == 202, accepted.text
+    [delivery] = environment.hook.wait_for(path)
+    assert delivery.headers["x-service-signature"] == delivery.headers["x-screenshotone-signature"]
+    assert delivery.headers["x-screenshotone-external-identifier"] == "order-7"
+    assert delivery.body.startswith(b"\x89PNG")
