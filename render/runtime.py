@@ -27,6 +27,7 @@ from render.consent import consent_rule_set
 from render.egress import EgressProxy
 from render.errors import (
     CaptureTimeout,
+    ErrorDetail,
     InternalError,
     NameNotResolved,
     PageCrashed,
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Work = Callable[[Any, Tab, Environment, float], Awaitable[Output]]  # (options, tab, env, deadline) -> Output
 HEARTBEAT_SECONDS = 1
+
+
+MAX_SLICES = 500  # full_page_slices: each is encoded and stored on its own
 
 
 def _overran(options: TakeOptions) -> CaptureTimeout:
@@ -300,6 +304,13 @@ class WorkerRuntime:
     def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """full_page_slices: each band of the final image stored, and a manifest of them (the API serves it
         with fresh links: service/routes/account.py)."""
+        step = options.full_page_slice_height - options.full_page_slice_overlap_height
+        count = -(-max(1, (output.height or 1) - options.full_page_slice_overlap_height) // step)
+        if count > MAX_SLICES:
+            raise RequestNotValid(
+                f"full_page_slice_height: this {output.height} px image would make {count} slices, more than "
+                f"{MAX_SLICES}; ask for taller slices (or less overlap).",
+                [ErrorDetail("full_page_slice_height", f"too many slices ({count} > {MAX_SLICES})")])
         palette = output.format == "png" and "image_quality" in options.model_fields_set
         pieces = imaging.cut_slices(output.body, options.full_page_slice_height,
                                     options.full_page_slice_overlap_height,

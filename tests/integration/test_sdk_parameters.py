@@ -118,6 +118,11 @@ def test_full_page_slices_cut_the_final_image_into_stored_bands(client: httpx.Cl
     tampered = httpx.get(manifest_url.replace("signature=", "signature=0"))
     assert tampered.status_code == 400 and tampered.json()["error_code"] == "signature_is_not_valid"
     assert "x-service-full-page-slices-url" not in take(client, org, url=url, full_page="true").headers
+    # Slices one pixel high of a 3000 px page: more than a capture may store, refused by name.
+    refused = take(client, org, url=url, full_page="true", viewport_width=300, full_page_slices="true",
+                   full_page_slice_height=1)
+    assert refused.status_code == 400 and refused.json()["error_code"] == "request_not_valid"
+    assert refused.json()["error_details"][0]["field"] == "full_page_slice_height"
 
 
 @pytest.mark.parametrize("params, field", [
