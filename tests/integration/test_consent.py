@@ -9,6 +9,7 @@ look like banners capture the same with the option as without.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -70,17 +71,22 @@ def test_a_real_banner_is_refused_or_hidden_and_leaves_nothing_behind(
         client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image], page: ConsentPage) -> None:
     assert NODE_MODULES.is_dir(), "the consent corpus is not installed: `make test` runs npm ci in tests/consent"
     url = site.url(f"/consent/{page.name}.html")
-    without = without_banner(client, org, site, page, article)
-    # Once the library's banner is in: some slide or fade in (bootstrap-cookie-alert starts 1 s after load).
-    shown = image(client, org, url, delay="2")
-    assert differing_pixels(shown, without["viewport"]) > BANNER_PIXELS, "the library showed no banner"
-    for delay in ("0", "1"):  # right after load, and once the page has settled
-        blocked = image(client, org, url, full_page="true", block_cookie_banners="true", delay=delay)
-        assert (blocked.width, blocked.height) == (without["full"].width, without["full"].height), \
-            f"delay={delay}: the page is not at its natural size"
-        assert differing_pixels(blocked, without["full"]) == 0, \
+    # The captures at once, as clients send them (the workers take them in parallel; the suite's time).
+    with ThreadPoolExecutor(4) as pool:
+        # Once the library's banner is in: some slide or fade in (bootstrap-cookie-alert starts 1 s after load).
+        shown = pool.submit(image, client, org, url, delay="2")
+        # Right after load, and once the page has settled.
+        blocked = {delay: pool.submit(image, client, org, url, full_page="true", block_cookie_banners="true",
+                                      delay=delay) for delay in ("0", "1")}
+        lock = pool.submit(scroll_lock, client, org, url, block_cookie_banners="true")
+        without = without_banner(client, org, site, page, article)
+    assert differing_pixels(shown.result(), without["viewport"]) > BANNER_PIXELS, "the library showed no banner"
+    for delay, capture in blocked.items():
+        assert (capture.result().width, capture.result().height) == (
+            without["full"].width, without["full"].height), f"delay={delay}: the page is not at its natural size"
+        assert differing_pixels(capture.result(), without["full"]) == 0, \
             f"delay={delay}: the page differs from the page without the library"
-    assert scroll_lock(client, org, url, block_cookie_banners="true") == "none"
+    assert lock.result() == "none"
 
 
 @pytest.mark.parametrize("look_alike", LOOK_ALIKES, ids=lambda look_alike: look_alike.name)
@@ -95,14 +101,15 @@ def test_what_only_looks_like_a_banner_stays(client: httpx.Client, org: Org, sit
 def test_the_heuristics_alone_hide_every_banner_of_the_corpus_too(
         client: httpx.Client, org: Org, site: Site, article: dict[str, pyvips.Image]) -> None:
     """block_banners_by_heuristics (no autoconsent): each banner hidden on evidence, its leftovers undone."""
-    failures = []
-    for page in CONSENT_PAGES:
+    def hidden(page: ConsentPage) -> bool:
         url = site.url(f"/consent/{page.name}.html")
         blocked = image(client, org, url, full_page="true", block_banners_by_heuristics="true", delay="1")
         without = without_banner(client, org, site, page, article)["full"]
-        if blocked.height != without.height or differing_pixels(blocked, without):
-            failures.append(page.name)
-    assert not failures
+        return blocked.height == without.height and not differing_pixels(blocked, without)
+
+    with ThreadPoolExecutor(4) as pool:  # the pages at once, as clients send them (the suite's time)
+        outcomes = list(pool.map(hidden, CONSENT_PAGES))
+    assert [page.name for page, ok in zip(CONSENT_PAGES, outcomes, strict=True) if not ok] == []
 
 
 def consent_given(client: httpx.Client, org: Org, url: str, **params: object) -> str | None:
