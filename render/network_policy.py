@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import itertools
+import re
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,10 +51,16 @@ def parse_overrides(text: str) -> dict[str, list[IPAddress]]:
     overrides: dict[str, list[IPAddress]] = {}
     for entry in filter(None, (part.strip() for part in text.split(","))):
         host, sep, addresses = entry.partition("=")
-        if not sep:
-            raise ValueError(f"SCREENSHOT_RESOLVE_OVERRIDES entry {entry!r} is not host=ip")
-        overrides[host.strip().lower()] = [ipaddress.ip_address(a.strip()) for a in addresses.split("|")]
+        if not sep or not host.strip():
+            raise ValueError(f"entry {entry!r} is not host=ip (or host=ip1|ip2)")
+        try:
+            overrides[host.strip().lower()] = [ipaddress.ip_address(a.strip()) for a in addresses.split("|")]
+        except ValueError:
+            raise ValueError(f"entry {entry!r}: {addresses!r} is not an IP address (or ip1|ip2)") from None
     return overrides
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?$")
 
 
 def parse_allowed(text: str) -> tuple[list[IPNetwork], set[str]]:
@@ -63,8 +70,14 @@ def parse_allowed(text: str) -> tuple[list[IPNetwork], set[str]]:
     for entry in filter(None, (part.strip() for part in text.split(","))):
         try:
             networks.append(ipaddress.ip_network(entry, strict=False))
+            continue
         except ValueError:
-            hosts.add(entry.lower())
+            pass
+        # Not a network: a host name, unless it was meant as an address (digits and dots, a prefix length).
+        if "/" in entry or ":" in entry or re.fullmatch(r"[\d.]+", entry) or not _HOST_NAME.match(entry.lower()):
+            raise ValueError(f"entry {entry!r} is neither a network (10.1.0.0/16, 192.0.2.7, 2001:db8::/32) "
+                             "nor a host name")
+        hosts.add(entry.lower())
     return networks, hosts
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -92,6 +93,31 @@ class RenderSettings(BaseSettings):
         if value is not None:
             region_labels(value)
         return value
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _allowed_networks(cls, value: str) -> str:
+        from render.network_policy import parse_allowed  # it imports these settings
+
+        parse_allowed(value)
+        return value
+
+    @field_validator("resolve_overrides")
+    @classmethod
+    def _resolve_overrides(cls, value: str) -> str:
+        from render.network_policy import parse_overrides
+
+        parse_overrides(value)
+        return value
+
+    @model_validator(mode="after")
+    def _country_proxies(self) -> RenderSettings:
+        for country, url in configured_proxies().items():
+            parts = urlsplit(url)
+            if parts.scheme != "http" or not parts.hostname:
+                raise ValueError(f"SCREENSHOT_PROXY_{country.upper()}: {url.split('@')[-1]!r} is not an http proxy "
+                                 "URL (http://user:password@host:port/)")
+        return self
 
     @model_validator(mode="after")
     def _served_regions_offered(self) -> RenderSettings:

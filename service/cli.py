@@ -21,7 +21,9 @@ def _settings() -> Settings:
     try:
         return load_settings()
     except SettingsError as error:
-        raise SystemExit(f"error: {error}") from None
+        for line in str(error).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _configure_logging(settings: Settings) -> None:

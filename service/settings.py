@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +61,13 @@ class ServiceSettings(BaseSettings):
                                       "also under the hosted API's name, x-screenshotone-* (for code written "
                                       "against its SDKs; README, Moving from the hosted API).")
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("expected redis://host:port/db, rediss://... (TLS) or unix:///path.sock")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
@@ -82,11 +91,33 @@ class SettingsError(Exception):
     """An environment variable holds an invalid value; the message names it."""
 
 
+# Settings whose values are never repeated in an error (keys and secrets).
+_UNSHOWN = re.compile(r"key|secret|password|token", re.IGNORECASE)
+
+
+def setting_problems(error: ValidationError) -> list[str]:
+    """One line per invalid setting: its variable, its value (unless secret) and what is expected."""
+    lines = []
+    for item in error.errors(include_url=False):
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if not item["loc"]:  # a rule across settings: the message names them
+            lines.append(message)
+            continue
+        name = f"SCREENSHOT_{str(item['loc'][0]).upper()}"
+        shown = "" if _UNSHOWN.search(name) else f"={item.get('input')!s}"
+        lines.append(f"{name}{shown}: {message}")
+    return lines
+
+
 def load_settings() -> Settings:
     """Read every package's settings from the environment, naming any bad variable."""
-    try:
-        return Settings(ServiceSettings(), RenderSettings(), StorageSettings())
-    except ValidationError as error:
-        problems = "; ".join(
-            f"SCREENSHOT_{str(item['loc'][0]).upper()}: {item['msg']}" for item in error.errors())
-        raise SettingsError(f"invalid setting: {problems}") from None
+    problems: list[str] = []
+    parts: list[object] = []
+    for model in (ServiceSettings, RenderSettings, StorageSettings):
+        try:
+            parts.append(model())
+        except ValidationError as error:
+            problems += setting_problems(error)
+    if problems:
+        raise SettingsError("\n".join(problems))
+    return Settings(*parts)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ def test_overrides_and_turns() -> None:
         return [str((await policy.resolve(h))[0]) for h in ("a.test", "B.TEST", "b.test", "b.test", "10.9.9.9")]
 
     assert asyncio.run(main()) == ["10.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.2", "10.9.9.9"]
-    with pytest.raises(ValueError, match="SCREENSHOT_RESOLVE_OVERRIDES"):
+    with pytest.raises(ValueError, match="is not host=ip"):
         parse_overrides("nohost")
 
 

@@ -1,0 +1,45 @@
+"""Every setting is checked at start-up: a bad value is one line naming the variable, its value (unless it
+is a secret) and what is expected, and the command exits with status 2 before starting anything."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+CASES = [
+    ("SCREENSHOT_ALLOWED_NETWORKS", "300.1.1.1/99", "neither a network"),
+    ("SCREENSHOT_ALLOWED_NETWORKS", "10.0.0.0/8, 10.1.2.3.4", "neither a network"),
+    ("SCREENSHOT_PROXY_DE", "notaurl", "SCREENSHOT_PROXY_DE: 'notaurl' is not an http proxy URL"),
+    ("SCREENSHOT_RESOLVE_OVERRIDES", "garbage", "is not host=ip"),
+    ("SCREENSHOT_RESOLVE_OVERRIDES", "a.test=10.0.0.300", "is not an IP address"),
+    ("SCREENSHOT_REDIS_URL", "http://x", "expected redis://"),
+    ("SCREENSHOT_PORT", "80000", "less than or equal to 65535"),
+    ("SCREENSHOT_REGIONS", "Europe West", "is not a region label"),
+    ("SCREENSHOT_MAX_QUEUE", "many", "valid integer"),
+]
+
+
+def start(variable: str, value: str) -> subprocess.CompletedProcess[str]:
+    env = {name: v for name, v in os.environ.items() if not name.startswith("SCREENSHOT_")}
+    env.update({variable: value, "PYTHONPATH": str(ROOT)})
+    return subprocess.run([sys.executable, "-m", "service.cli", "api"], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("variable, value, expected", CASES)
+def test_a_bad_setting_is_one_line_and_exit_status_2(variable: str, value: str, expected: str) -> None:
+    done = start(variable, value)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {variable}"), done.stderr
+    assert expected in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_secret_setting_is_named_but_not_shown() -> None:
+    done = start("SCREENSHOT_PROXY_DE", "ftp://user:hunter2@proxy.example:21")
+    assert done.returncode == 2 and "SCREENSHOT_PROXY_DE" in done.stderr and "hunter2" not in done.stderr
