@@ -41,7 +41,10 @@ class TextFormatter(logging.Formatter):
         return super().format(record) + (f" [trace {trace_id}]" if trace_id else "")
 
 
-QUIET_AT_DEBUG = ("botocore", "boto3", "s3transfer", "urllib3")
+# Third-party loggers kept at WARNING whatever the level: the S3 client's debug output holds each request's
+# headers (the signature and access key id of the operator's store or of a caller's bucket, store=true);
+# libvips reports every tile it writes at INFO ("jp2ksave: tile number 1 / 6").
+QUIET_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "pyvips")
 
 
 def configure(level: str, fmt: str) -> None:
@@ -49,8 +52,6 @@ def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    # The S3 client's own debug output holds each request's headers: the signature and the access key id
-    # of the operator's store, or of a caller's bucket (store=true). Never below WARNING.
     quiet = max(logging.getLogger().level, logging.WARNING)
-    for name in QUIET_AT_DEBUG:
+    for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(quiet)

@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 import redis
-from rq import Queue, Retry, get_current_job
+from rq import Queue, Retry, SimpleWorker, get_current_job
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from render.egress import REFUSED_HEADER, EgressProxy
@@ -165,6 +166,16 @@ class Courier:
 _courier: Courier | None = None
 
 
+class DeliveryWorker(SimpleWorker):
+    """RQ's worker, except that a failed attempt (an expected outcome, logged by `deliver` in one line at
+    INFO, or WARNING when given up) is not logged again as an ERROR with a stack trace."""
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        if isinstance(exc_info[1], DeliveryFailed):
+            return
+        super().handle_exception(job, *exc_info)
+
+
 def install(courier: Courier) -> None:
     global _courier
     _courier = courier
@@ -201,16 +212,14 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
 
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
-    from rq import SimpleWorker
 
     assert settings.service.redis_url
     connection = redis.Redis.from_url(settings.service.redis_url)
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
-    # A failed attempt is logged above in one line; RQ's default handler would add a stack trace.
     # After a crash, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and maintenance
     # interval let a deliverer take it over within about two minutes, so retries resume by themselves.
-    worker = SimpleWorker([queue], connection=connection, serializer=JSONSerializer,
-                          disable_default_exception_handler=True, worker_ttl=60, maintenance_interval=30)
+    worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
+                            disable_default_exception_handler=True, worker_ttl=60, maintenance_interval=30)
     log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
     worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 from collections.abc import Iterator
 
@@ -26,8 +27,10 @@ SCHEDULE = "2,2,2,2,2"
 @pytest.fixture(scope="module")
 def isolated(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     own_database = redis_url.rsplit("/", 1)[0] + "/6"
-    with running_service(own_database, tmp_path_factory.mktemp("async-service"), workers=default_workers(),
-                         SCREENSHOT_WEBHOOK_RETRY_SCHEDULE=SCHEDULE, SCREENSHOT_WEBHOOK_TIMEOUT="2") as running:
+    directory = tmp_path_factory.mktemp("async-service")
+    with (directory / "service.log").open("wb") as log, running_service(
+            own_database, directory, workers=default_workers(), log=log, SCREENSHOT_LOG_LEVEL="INFO",
+            SCREENSHOT_WEBHOOK_RETRY_SCHEDULE=SCHEDULE, SCREENSHOT_WEBHOOK_TIMEOUT="2") as running:
         yield running
 
 
@@ -126,8 +129,8 @@ def test_failures_reach_the_webhook_only_with_webhook_errors(isolated_http: http
     assert usage(isolated_http, isolated_org)["used"] == 0
 
 
-def test_undelivered_webhooks_are_retried_on_the_schedule(isolated_http: httpx.Client, isolated_org: Org,
-                                                          site: Site) -> None:
+def test_undelivered_webhooks_are_retried_on_the_schedule(isolated: RunningService, isolated_http: httpx.Client,
+                                                          isolated_org: Org, site: Site) -> None:
     def flaky(received: Received) -> tuple[int, dict[str, str], bytes]:
         if received.path == "/twice" and len(receiver.to("/twice")) <= 2:
             return 503, {}, b""
@@ -159,6 +162,13 @@ def test_undelivered_webhooks_are_retried_on_the_schedule(isolated_http: httpx.C
         failed_attempts = [line for line in exported.splitlines()
                            if line.startswith('screenshot_webhook_deliveries_total{outcome="failed_attempt"}')]
         assert float(failed_attempts[0].split()[-1]) >= 2 + 1 + 5  # /twice, /hang, /never
+    # Each failed attempt is one INFO line, the given-up delivery one WARNING: no ERROR, no stack trace.
+    lines = [json.loads(line) for line in (isolated.data_dir / "service.log").read_text().splitlines()
+             if line.startswith("{")]
+    webhook_lines = [line for line in lines if "webhook" in line["message"] or line["logger"].startswith("rq")]
+    assert not [line for line in webhook_lines if line["level"] == "ERROR" or "exception" in line]
+    assert [line["level"] for line in webhook_lines if "given up" in line["message"]] == ["WARNING"]
+    assert len([line for line in webhook_lines if "retrying" in line["message"]]) >= 2 + 1 + 5
 
 
 def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningService, isolated_http: httpx.Client,
