@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+# No `<name>_created` series beside each counter and histogram: a timestamp per series that scrapers store
+# as a sample of its own and that nothing here reads.
+disable_created_metrics()
 
 
 class SharedCounters(Collector):

@@ -28,6 +28,7 @@ def test_metrics_count_requests_by_route_and_code(client: httpx.Client, org: Org
     assert "screenshot_render_seconds_bucket" in text
     assert "screenshot_queue_depth" in text
     assert org.access_key not in text
+    assert [line for line in text.splitlines() if "_created" in line] == []  # no creation-time series
 
 
 def test_docs_and_openapi_list_every_take_parameter(client: httpx.Client) -> None:
