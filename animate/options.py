@@ -108,7 +108,9 @@ class AnimateOptions(TakeOptions):
         if self.omit_background and self.format != "mov":
             problems.append(ErrorDetail("omit_background", "needs format=mov (ProRes 4444 keeps the alpha)"))
         if self.scenario != "scroll":
-            scroll = sorted(self.model_fields_set & SCROLL_FIELDS)
+            # Given at its default it changes nothing (generated clients send every default): not refused.
+            scroll = sorted(name for name in self.model_fields_set & SCROLL_FIELDS
+                            if getattr(self, name) != fields[name].default)
             problems += [ErrorDetail(name, "needs scenario=scroll") for name in scroll]
         if self.delay + self.duration >= self.timeout:
             problems.append(ErrorDetail("duration", f"with delay, must fit in timeout ({self.timeout} s); raise "

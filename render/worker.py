@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 RQ_HEARTBEAT_SECONDS = 30  # RQ's own worker record, while synchronous captures keep the worker busy
 RECONNECT_SECONDS = 1.0
+SOCKET_MARGIN_SECONDS = 15  # beyond the longest blocking pop, for a loaded Redis to answer
 
 
 def fewer_malloc_arenas() -> None:
@@ -118,11 +119,18 @@ class CaptureWorker(SimpleWorker):
             self.set_state(WorkerStatus.IDLE)
 
 
+def worker_connection(redis_url: str) -> redis.Redis:
+    """The worker's Redis client. redis-py's default socket timeout (5 s) would cut its blocking pop short
+    whenever it idles: RQ raises the timeout only for connections opened after the worker is made, and the
+    runtime opens the first one before (seen as "lost Redis (Timeout reading from socket)" every few seconds)."""
+    return redis.Redis.from_url(redis_url, socket_timeout=RQ_HEARTBEAT_SECONDS + SOCKET_MARGIN_SECONDS)
+
+
 def run_worker(redis_url: str, settings: RenderSettings, storage_settings: StorageSettings,
                *, burst: bool = False, kinds: dict[str, tuple[type[TakeOptions], Work]] | None = None) -> None:
     """Serve capture jobs until SIGTERM/SIGINT (finishing the current job first)."""
     fewer_malloc_arenas()
-    connection = redis.Redis.from_url(redis_url)
+    connection = worker_connection(redis_url)
     name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     runtime = WorkerRuntime(settings, open_storage(storage_settings), connection, name=name)
     for kind, (model, work) in (kinds or {}).items():

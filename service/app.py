@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import uuid
@@ -14,14 +15,16 @@ import anyio
 import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from render.errors import InternalError, ServiceError, documentation_at
+from render.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from render.settings import region_labels
+from service import openapi
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
@@ -31,7 +34,7 @@ from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import HOSTED_PREFIX, OWN_PREFIX, Links
-from service.routes import account, bulk, capture, operations, playground
+from service.routes import account, bulk, capture, docs, operations, playground
 from service.settings import Settings
 from storage import StorageError, open_storage
 
@@ -189,10 +192,16 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(
         title="screenshot-service",
         version="1.0.0",
-        description="Self-hosted screenshot capture API. Parameters: see the README and the spec.",
+        description="Self-hosted screenshot capture API. Authenticate with the X-Access-Key header (or "
+                    "?access_key=); every parameter of /take and /animate is typed below. The error reference "
+                    "is at /errors.",
         lifespan=lifespan,
         default_response_class=JSONResponse,
+        docs_url=None,  # service.routes.docs: served from pinned assets, not a CDN
+        redoc_url=None,
+        generate_unique_id_function=lambda route: route.name,  # operation ids: take_get, usage, ... for clients
     )
+    app.openapi = functools.partial(openapi.document, app, settings.service.bulk_max_requests)  # type: ignore[method-assign]
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
     if settings.service.hosted_header_names:
         app.add_middleware(HostedHeaderNames)
@@ -217,6 +226,14 @@ def create_app(settings: Settings) -> FastAPI:
         log.error("unexpected HTTP error %s on %s (trace %s)", error.status_code, where, trace_id)
         return error_response(InternalError(), trace_id)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_route_parameter(request: Request, error: RequestValidationError) -> JSONResponse:
+        # Parameters FastAPI checks itself (the signed links' `expires`): request_not_valid by name, not 422.
+        details = [ErrorDetail(str(problem["loc"][-1]), str(problem["msg"])) for problem in error.errors()]
+        names = ", ".join(detail.field for detail in details)
+        return error_response(RequestNotValid(f"Parameters not valid: {names}.", details),
+                              getattr(request.state, "trace_id", None))
+
     @app.exception_handler(redis.RedisError)
     async def redis_unavailable(request: Request, error: redis.RedisError) -> JSONResponse:
         trace_id = getattr(request.state, "trace_id", None)
@@ -235,6 +252,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(account.router)
     app.include_router(operations.router)
     app.include_router(playground.router)
+    docs.install(app)
     return app
 
 

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from service.settings import Settings, SettingsError, load_settings
 
 T = TypeVar("T")
+DOCUMENT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
 
 
 def _settings() -> Settings:
@@ -166,41 +167,31 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def _take_params(pairs: list[str]) -> dict[str, Any]:
-    """`--viewport-width 800 --full-page true --hide-selectors .a --hide-selectors .b` to parameters."""
-    from render.options import TakeOptions
-    from service.params import list_fields
-
-    arrays = list_fields(TakeOptions)
-    params: dict[str, Any] = {}
-    if len(pairs) % 2:
-        raise SystemExit(f"error: parameter {pairs[-1]} needs a value (--name value)")
-    for flag, value in zip(pairs[::2], pairs[1::2], strict=True):
-        if not flag.startswith("--"):
-            raise SystemExit(f"error: expected --parameter, got {flag!r}")
-        name = flag[2:].replace("-", "_")
-        if name in arrays:
-            params.setdefault(name, []).append(value)
-        else:
-            params[name] = value
-    return params
+def _source(source: str) -> dict[str, str]:
+    """The capture's source: a URL, or an .html / .md file (which must exist)."""
+    path = Path(source)
+    if "://" not in source and path.suffix.lower() in DOCUMENT_SUFFIXES:
+        if not path.is_file():
+            print(f"error: no such file: {source} (a .html or .md source is read from disk; give a URL with "
+                  "its http:// or https://)", file=sys.stderr)
+            raise SystemExit(2)
+        return {DOCUMENT_SUFFIXES[path.suffix.lower()]: path.read_text()}
+    return {"url": source}
 
 
-def cmd_take(args: argparse.Namespace, extra: list[str]) -> int:
+def cmd_take(args: argparse.Namespace) -> int:
     from render.errors import ServiceError
     from render.oneshot import take_once
-    from render.options import parse_take_options
+    from render.options import TakeOptions, parse_take_options
+    from service.cli_options import chosen
 
     settings = _settings()
-    params = _take_params(extra)
-    source = args.source
-    if Path(source).is_file() and source.endswith((".md", ".markdown")):
-        params["markdown"] = Path(source).read_text()
-    elif Path(source).is_file() and source.endswith((".html", ".htm")):
-        params["html"] = Path(source).read_text()
-    else:
-        params["url"] = source
+    params: dict[str, Any] = {**chosen(args, TakeOptions), **_source(args.source)}
     output_path = Path(args.output)
+    if not output_path.parent.is_dir():  # before the capture, not after it rendered
+        print(f"error: the folder of --output does not exist: {output_path.parent} (create it first)",
+              file=sys.stderr)
+        return 2
     if "format" not in params and output_path.suffix:
         params["format"] = output_path.suffix[1:].lower()
     started = time.monotonic()
@@ -219,62 +210,113 @@ def cmd_take(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_sign(args: argparse.Namespace, extra: list[str]) -> int:
-    """Print a signed GET link: the canonical parameters (access_key included) and their signature."""
+    """Print a signed GET link: the canonical parameters (access_key included) and their signature. The
+    parameters are checked as the endpoint would check them first: a link that would be refused is not signed."""
+    from animate.options import AnimateOptions, parse_animate_options
+    from render.errors import RequestNotValid
+    from render.options import TakeOptions, parse_take_options
+    from service.params import list_fields
     from service.settings import ServiceSettings
     from service.signatures import canonical_message, sign
 
+    model, parse = ((AnimateOptions, parse_animate_options) if args.endpoint == "animate"
+                    else (TakeOptions, parse_take_options))
+    arrays = list_fields(model)
     pairs = [("access_key", args.key)]
+    values: dict[str, Any] = {}
     for item in extra:
         name, separator, value = item.partition("=")
         if not separator or not name:
             print(f"error: {item!r} is not name=value (repeat a name for each element of an array)", file=sys.stderr)
             return 2
         pairs.append((name, value))
+        if name in arrays:
+            values.setdefault(name, []).append(value)
+        else:
+            values[name] = value
+    try:
+        parse(values)
+    except RequestNotValid as error:
+        for detail in error.details:
+            print(f"error: {detail.field}: {detail.message}", file=sys.stderr)
+        print(f"error: not signed: /{args.endpoint} would refuse these parameters", file=sys.stderr)
+        return 2
     message = canonical_message(pairs)
     base = (args.base_url or ServiceSettings().base_url).rstrip("/")
     print(f"{base}/v1/screenshot/{args.endpoint}?{message}&signature={sign(message, args.signing_key)}")
     return 0
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{number} is less than {minimum}")
+        return number
+    return parse
+
+
+def _command(commands: Any, name: str, text: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A sub-command whose --help says what it does (help= alone shows only in the parent's list)."""
+    return commands.add_parser(name, help=text, description=kwargs.pop("description", text[0].upper() + text[1:]
+                                                                       + "."), **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from render.options import TakeOptions
+    from service.cli_options import add_model_options
+
     parser = argparse.ArgumentParser(prog="screenshot-service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("run", help="the whole service on this machine (private Redis, API, workers)")
-    commands.add_parser("api", help="the HTTP API only (needs SCREENSHOT_REDIS_URL)")
-    worker = commands.add_parser("worker", help="one render worker (needs SCREENSHOT_REDIS_URL)")
+    _command(commands, "run", "the whole service on this machine (private Redis, API, workers, webhooks)",
+             description="The whole service on this machine: a private Redis under SCREENSHOT_DATA_DIR, the API on "
+             "SCREENSHOT_HOST:SCREENSHOT_PORT, SCREENSHOT_WORKERS render workers and the webhook deliverer. Prints "
+             "the access key and a curl command to try; Ctrl-C stops everything. Settings: the README's table.")
+    _command(commands, "api", "the HTTP API only (needs SCREENSHOT_REDIS_URL)")
+    worker = _command(commands, "worker", "one render worker with its own Chromium (needs SCREENSHOT_REDIS_URL)",
+                      description="One render worker: a warm Chromium serving capture jobs from Redis "
+                      "(SCREENSHOT_REDIS_URL) until SIGTERM, finishing the job in hand first.")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
-    webhooks = commands.add_parser("webhooks", help="the webhook deliverer, with the retry scheduler (needs "
-                                   "SCREENSHOT_REDIS_URL)")
+    webhooks = _command(commands, "webhooks", "the webhook deliverer, with the retry scheduler (needs "
+                        "SCREENSHOT_REDIS_URL)")
     webhooks.add_argument("--burst", action="store_true", help="exit when the queue is empty")
-    health = commands.add_parser("healthcheck", help="exit 0 when this machine's screenshot-service process is "
-                                 "healthy (the image's HEALTHCHECK)")
+    health = _command(commands, "healthcheck", "exit 0 when this machine's screenshot-service process is healthy "
+                      "(the image's HEALTHCHECK)")
     health.add_argument("--role", choices=["api", "worker", "webhooks", "run"],
                         help="which role to check (default: the one found running)")
-    keys = commands.add_parser("keys", help="manage organisations and their keys")
+    keys = _command(commands, "keys", "manage organisations and their keys (in Redis: SCREENSHOT_REDIS_URL, or "
+                    "the private Redis of `run` under SCREENSHOT_DATA_DIR)")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_commands.add_parser("create", help="a new organisation with fresh keys")
-    create.add_argument("--name", default="default")
-    create.add_argument("--quota", type=int, help="screenshots per month (SCREENSHOT_DEFAULT_QUOTA)")
-    create.add_argument("--concurrency", type=int, help="parallel requests (SCREENSHOT_DEFAULT_CONCURRENCY)")
+    create = _command(keys_commands, "create", "a new organisation with fresh keys")
+    create.add_argument("--name", default="default", help="a name to recognise it by (default: default)")
+    create.add_argument("--quota", type=_at_least(0), help="screenshots per month (default: SCREENSHOT_DEFAULT_QUOTA)")
+    create.add_argument("--concurrency", type=_at_least(1),
+                        help="parallel requests (default: SCREENSHOT_DEFAULT_CONCURRENCY)")
     create.add_argument("--require-signature", action="store_true", help="refuse unsigned requests")
     create.add_argument("--access-key", help="use this access key instead of a generated one")
     create.add_argument("--signing-key", help="use this signing key instead of a generated one")
-    keys_commands.add_parser("list", help="all organisations")
-    show = keys_commands.add_parser(
-        "show", help="an organisation's signing key and settings, by access key or organisation id (the "
-        "access key itself is stored only as a hash)")
-    show.add_argument("key")
-    revoke = keys_commands.add_parser("revoke", help="revoke an access key (or a whole organisation by id)")
-    revoke.add_argument("key")
-    take = commands.add_parser(
-        "take", help="one capture in this process, no Redis: take URL -o FILE [--param value ...]")
-    take.add_argument("source", help="URL, or a .html / .md file")
-    take.add_argument("-o", "--output", required=True, help="output file; its extension sets the format")
-    signer = commands.add_parser(
-        "sign", help="print a signed link: sign --key KEY --signing-key SECRET name=value [name=value ...]",
+    _command(keys_commands, "list", "every organisation: id, name, quota, concurrency (never their keys)")
+    show = _command(keys_commands, "show", "an organisation's signing key and settings, by access key or "
+                    "organisation id (the access key itself is stored only as a hash)")
+    show.add_argument("key", help="an access key or an organisation id")
+    revoke = _command(keys_commands, "revoke", "revoke an access key (or a whole organisation by id)")
+    revoke.add_argument("key", help="an access key or an organisation id")
+    take = _command(commands, "take", "one capture in this process, no Redis: take SOURCE -o FILE [--parameter "
+                    "value ...]", allow_abbrev=False, description="One capture in this process, without Redis or "
+                    "the API: every /take parameter is an option below (booleans may stand alone: --full-page).")
+    take.add_argument("source", help="a URL, or a .html / .md file")
+    take.add_argument("-o", "--output", required=True, help="output file; its extension sets the format unless "
+                      "--format is given")
+    add_model_options(take, TakeOptions, "capture")
+    signer = _command(
+        commands, "sign", "print a signed link: sign --key KEY --signing-key SECRET name=value [name=value ...]",
         description="Print a signed GET link to /take (or /animate). Parameters are name=value; repeat a name "
-        "for each element of an array (hide_selectors=.a hide_selectors=.b). The README's Signed requests "
-        "section gives the rules, for signing in other languages.")
+        "for each element of an array (hide_selectors=.a hide_selectors=.b). They are checked as the endpoint "
+        "checks them: a link it would refuse is not signed. The README's Signed requests section gives the "
+        "rules, for signing in other languages.")
     signer.add_argument("--key", required=True, help="the organisation's access key (part of the link)")
     signer.add_argument("--signing-key", required=True, help="the organisation's signing key (never in the link)")
     signer.add_argument("--endpoint", choices=["take", "animate"], default="take")
@@ -286,14 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("take", "sign"):
+    if extra and args.command != "sign":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command == "take":
-        sys.exit(cmd_take(args, extra))
     if args.command == "sign":
         sys.exit(cmd_sign(args, extra))
     handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
-                "keys": cmd_keys, "healthcheck": cmd_healthcheck}
+                "keys": cmd_keys, "healthcheck": cmd_healthcheck, "take": cmd_take}
     sys.exit(handlers[args.command](args))
 
 

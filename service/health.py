@@ -14,6 +14,7 @@ from pathlib import Path
 import redis
 
 from render.protocol import fresh_local_heartbeats
+from service.embedded import EmbeddedRedis
 from service.settings import Settings
 
 ROLES = ("run", "api", "worker", "webhooks")
@@ -52,8 +53,10 @@ def check(settings: Settings, role: str) -> str:
             return ""
         return f"no render worker heartbeat in the last {HEARTBEAT_WITHIN_SECONDS} s"
     if role == "webhooks":
+        # Under `run` the deliverer's Redis is the private one in the data dir, not SCREENSHOT_REDIS_URL.
+        url = settings.service.redis_url or EmbeddedRedis(settings.service.data_dir).url
         try:
-            redis.Redis.from_url(settings.service.redis_url or "", socket_timeout=PROBE_TIMEOUT_SECONDS).ping()
+            redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_SECONDS).ping()
         except (redis.RedisError, ValueError) as error:
             return f"Redis unreachable: {error}"
         return ""

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 WEBHOOK_QUEUE = "webhooks"
 DELIVER_FUNCTION = "service.webhooks.deliver"
 USER_AGENT = "screenshot-service-webhooks/1"
+DELIVERER_TTL_SECONDS = 60  # RQ worker record TTL; a dead deliverer is noticed within it
 
 
 @dataclass(frozen=True)
@@ -210,16 +211,23 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "attempt": attempt}
 
 
+def deliverer_connection(redis_url: str) -> redis.Redis:
+    """The deliverer's Redis client, its timeout beyond RQ's blocking dequeue (worker_ttl - 15 s): redis-py's
+    5 s default would cut that wait short when the queue is idle."""
+    return redis.Redis.from_url(redis_url, socket_timeout=DELIVERER_TTL_SECONDS)
+
+
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
 
     assert settings.service.redis_url
-    connection = redis.Redis.from_url(settings.service.redis_url)
+    connection = deliverer_connection(settings.service.redis_url)
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
     # After a crash, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and maintenance
     # interval let a deliverer take it over within about two minutes, so retries resume by themselves.
     worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
-                            disable_default_exception_handler=True, worker_ttl=60, maintenance_interval=30)
+                            disable_default_exception_handler=True, worker_ttl=DELIVERER_TTL_SECONDS,
+                            maintenance_interval=30)
     log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
     worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)

@@ -7,6 +7,7 @@ const ENDPOINTS = { take: "/v1/screenshot/take", animate: "/v1/screenshot/animat
 const STORED_KEYS = { access: "screenshot-service.access-key", signing: "screenshot-service.signing-key" };
 const OPEN_GROUPS = new Set(["Source", "Response", "Viewport", "Animation"]);
 const LONG_TEXT = new Set(["html", "markdown", "styles", "scripts", "vision_prompt"]);
+const CREDENTIALS = new Set(["access_key", "signature"]);
 const FILE_EXTENSIONS = { jpeg: "jpg", markdown: "md" };
 
 const $ = (id) => document.getElementById(id);
@@ -124,7 +125,9 @@ function describe(name, prop, shape) {
 }
 
 function defaultText(prop) {
-  const value = prop.default;
+  // A default that depends on other parameters (viewport 1280x1024 unless a device says otherwise) is
+  // documented as x-shown-default; the model's own default is then null.
+  const value = prop.default ?? prop["x-shown-default"];
   if (value === undefined || value === null) return "not set";
   if (Array.isArray(value)) return value.length ? value.join(", ") : "none";
   return String(value);
@@ -163,7 +166,8 @@ function control(name, prop, shape) {
       if (shape.min !== undefined) element.min = shape.min;
       if (shape.max !== undefined) element.max = shape.max;
     }
-    if (prop.default !== undefined && prop.default !== null) element.placeholder = String(prop.default);
+    const shown = prop.default ?? prop["x-shown-default"];
+    if (shown !== undefined && shown !== null) element.placeholder = String(shown);
   }
   element.id = id;
   element.dataset.name = name;
@@ -175,7 +179,8 @@ function buildForm(endpoint) {
   const schema = schemas[endpoint];
   const groups = new Map();
   for (const [name, prop] of Object.entries(schema.properties)) {
-    const group = prop.group || "Other";
+    if (CREDENTIALS.has(name)) continue;  // the key fields above the form
+    const group = prop["x-group"] || "Other";
     if (!groups.has(group)) groups.set(group, []);
     groups.get(group).push([name, prop]);
   }
@@ -405,7 +410,8 @@ async function start() {
   try {
     const spec = await (await fetch("/openapi.json")).json();
     for (const [name, path] of Object.entries(ENDPOINTS)) {
-      schemas[name] = spec.paths[path].post.requestBody.content["application/json"].schema;
+      const body = spec.paths[path].post.requestBody.content["application/json"].schema;
+      schemas[name] = spec.components.schemas[body.$ref.split("/").pop()];
     }
     buildForm($("endpoint").value);
     document.body.dataset.ready = "true";

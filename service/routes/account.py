@@ -9,6 +9,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from service import openapi
 from service.auth import authenticate
 from service.context import AppContext
 from service.errors import SignatureNotValid
@@ -19,7 +20,9 @@ from storage.local import verify_file_signature
 router = APIRouter(prefix="/v1/screenshot", tags=["account"])
 
 
-@router.get("/usage", summary="Quota and concurrency of the caller's organisation")
+@router.get("/usage", openapi_extra={"security": openapi.SECURED},
+            responses=openapi.json_responses("Usage", 400),
+            summary="Quota and concurrency of the caller's organisation")
 async def usage(request: Request) -> Response:
     context: AppContext = request.app.state.context
     params = collect(method="GET", raw_query=request.url.query, body={},
@@ -29,7 +32,8 @@ async def usage(request: Request) -> Response:
     return JSONResponse(record.to_json())
 
 
-@router.get("/slices/{key:path}", summary="The slices of a full_page_slices capture, through the signed, "
+@router.get("/slices/{key:path}", responses=openapi.json_responses("Slices", 400),
+            summary="The slices of a full_page_slices capture, through the signed, "
             "expiring link of x-service-full-page-slices-url")
 async def slices(request: Request, key: str, expires: int = 0, signature: str = "") -> Response:
     context: AppContext = request.app.state.context
@@ -45,7 +49,8 @@ async def slices(request: Request, key: str, expires: int = 0, signature: str = 
     return JSONResponse({"slices": context.links.slices(orjson.loads(stored)["slices"])})
 
 
-@router.get("/files/{key:path}", summary="Download a stored result through its signed, expiring link")
+@router.get("/files/{key:path}", responses=openapi.file_responses(),
+            summary="Download a stored result through its signed, expiring link")
 async def download(request: Request, key: str, expires: int = 0, signature: str = "") -> Response:
     context: AppContext = request.app.state.context
     if not verify_file_signature(context.url_secret, key, expires, signature, time.time()):

@@ -25,6 +25,7 @@ from render import request_params, sealing
 from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import JobRequest, JobResult
+from service import openapi
 from service.auth import organisation_of
 from service.context import AppContext
 from service.errors import SignatureNotValid, SignatureRequired
@@ -85,7 +86,10 @@ def _check_signature(org: Organisation, raw_body: bytes, signature: str | None) 
                                 "signing key (hex HMAC-SHA256).")
 
 
-@router.post("/bulk", summary="Several screenshots in one request (lazy URLs, or executed at once)")
+@router.post("/bulk", openapi_extra={"security": openapi.SECURED, "requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/BulkRequest"}}}}},
+             responses=openapi.json_responses("BulkAnswer", 400, 413),
+             summary="Several screenshots in one request (lazy URLs, or executed at once)")
 async def bulk(request: Request) -> Response:
     context: AppContext = request.app.state.context
     raw_body = await request.body()

@@ -19,7 +19,7 @@ from render import request_params, sealing, vision
 from render.errors import CaptureTimeout, ErrorDetail, InternalError, RequestNotValid, ServiceError
 from render.options import TakeOptions, parse_take_options
 from render.protocol import ASYNC_JOB_FUNCTION, JobRequest, JobResult
-from service import cache, jobs, webhooks
+from service import cache, jobs, openapi, webhooks
 from service.auth import authenticate
 from service.context import AppContext
 from service.errors import JobNotFound
@@ -35,20 +35,6 @@ SLOT_MARGIN_SECONDS = 5
 # An async job may wait in the queue: its slot is held that much longer before it can expire.
 ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
 
-def query_doc(model: type[TakeOptions]) -> dict[str, Any]:
-    """OpenAPI parameters of a GET route whose options come from the query string (all strings there)."""
-    return {"parameters": [
-        {"name": name, "in": "query", "required": False, "description": info.description,
-         "schema": {"type": "string"}}
-        for name, info in ((f.alias or n, f) for n, f in model.model_fields.items())
-    ]}
-
-
-def body_doc(model: type[TakeOptions]) -> dict[str, Any]:
-    """OpenAPI request body of a POST route taking the options as JSON."""
-    return {"requestBody": {"content": {"application/json": {"schema": model.model_json_schema(by_alias=True)}}}}
-
-
 async def read_params(request: Request, arrays: frozenset[str]) -> RawParams:
     """Query string plus JSON body (POST), credentials separated out."""
     body = parse_body(await request.body()) if request.method == "POST" else {}
@@ -61,23 +47,27 @@ def new_reference() -> str:
     return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
 
 
-@router.get("/take", openapi_extra=query_doc(TakeOptions), summary="Take a screenshot (parameters in the query)")
+@router.get("/take", openapi_extra=openapi.query_parameters("take"), responses=openapi.capture_responses("take"),
+            summary="Take a screenshot (parameters in the query)")
 async def take_get(request: Request) -> Response:
     return await take(request)
 
 
-@router.post("/take", openapi_extra=body_doc(TakeOptions), summary="Take a screenshot (JSON body and/or query)")
+@router.post("/take", openapi_extra=openapi.request_body("take"), responses=openapi.capture_responses("take"),
+             summary="Take a screenshot (JSON body and/or query)")
 async def take_post(request: Request) -> Response:
     return await take(request)
 
 
-@router.get("/animate", openapi_extra=query_doc(AnimateOptions),
+@router.get("/animate", openapi_extra=openapi.query_parameters("animate"),
+            responses=openapi.capture_responses("animate"),
             summary="Record a page: a video or a scroll animation (parameters in the query)")
 async def animate_get(request: Request) -> Response:
     return await take(request, parse_animate_options, ANIMATE_ARRAYS)
 
 
-@router.post("/animate", openapi_extra=body_doc(AnimateOptions),
+@router.post("/animate", openapi_extra=openapi.request_body("animate"),
+             responses=openapi.capture_responses("animate"),
              summary="Record a page: a video or a scroll animation (JSON body and/or query)")
 async def animate_post(request: Request) -> Response:
     return await take(request, parse_animate_options, ANIMATE_ARRAYS)
@@ -266,7 +256,9 @@ def vision_request(context: AppContext, options: TakeOptions, reference: str) ->
             "prompt": options.vision_prompt, "max_tokens": options.vision_max_tokens}
 
 
-@router.get("/jobs/{reference}", summary="State of a job (beyond the spec): queued, rendering, done, failed")
+@router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},
+            responses=openapi.json_responses("Job", 400, 404),
+            summary="State of a job (beyond the spec): queued, rendering, done, failed")
 async def job_status(request: Request, reference: str) -> Response:
     context: AppContext = request.app.state.context
     params = collect(method="GET", raw_query=request.url.query, body={},

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from render.protocol import COUNTERS_KEY, WORKERS_SEEN_KEY
-from service import error_reference
+from service import error_reference, openapi
 from service.context import AppContext
 from service.errors import RouteNotFound
 from service.organisations import text
@@ -20,12 +20,13 @@ router = APIRouter(tags=["operations"])
 WORKER_SEEN_WITHIN_SECONDS = 30
 
 
-@router.get("/healthz", summary="The process is up")
+@router.get("/healthz", responses=openapi.health_responses(), summary="The process is up")
 async def healthz() -> Response:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz", summary="Redis is reachable and a worker was seen recently")
+@router.get("/readyz", responses=openapi.health_responses(),
+            summary="Redis is reachable and a worker was seen recently")
 async def readyz(request: Request) -> Response:
     context: AppContext = request.app.state.context
     try:
@@ -39,12 +40,14 @@ async def readyz(request: Request) -> Response:
                           status_code=200 if ready else 503)
 
 
-@router.get("/errors", summary="What each error code means and what to do about it")
+@router.get("/errors", responses=openapi.text_responses("text/html"),
+            summary="What each error code means and what to do about it")
 async def errors() -> Response:
     return HTMLResponse(error_reference.page())
 
 
-@router.get("/errors/{code}", summary="One error code: what it means and what to do (each error body's "
+@router.get("/errors/{code}", responses=openapi.text_responses("text/html", 404),
+            summary="One error code: what it means and what to do (each error body's "
             "documentation_url)")
 async def error(code: str) -> Response:
     if code not in error_reference.ENTRIES:
@@ -52,7 +55,7 @@ async def error(code: str) -> Response:
     return HTMLResponse(error_reference.page(code))
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get("/metrics", responses=openapi.text_responses("text/plain"), summary="Prometheus metrics")
 async def metrics(request: Request) -> Response:
     context: AppContext = request.app.state.context
     context.metrics.queue_depth.set(await context.dispatcher.queue_depth())

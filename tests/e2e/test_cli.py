@@ -97,6 +97,71 @@ def test_take_renders_a_markdown_file(tmp_path: Path) -> None:
     assert output.read_bytes().startswith(b"%PDF-")
 
 
+def test_take_help_lists_every_parameter_and_booleans_stand_alone(tmp_path: Path) -> None:
+    from render.options import TakeOptions
+
+    shown = cli("take", "--help", env=cli_env(tmp_path)).stdout
+    flags = set(re.findall(r"^\s+(--[a-z0-9-]+)", shown, re.M))
+    expected = {"--" + (info.alias or name).replace("_", "-") for name, info in TakeOptions.model_fields.items()
+                if name not in ("url", "html", "markdown")}
+    assert expected <= flags, sorted(expected - flags)
+    assert "Capture the whole scrollable page." in shown and "Default: 1280." in shown
+    page = tmp_path / "tall.html"
+    page.write_text("<body style='margin:0'><div style='height:1500px;background:#00f'></div></body>")
+    output = tmp_path / "tall.png"
+    result = cli("take", str(page), "-o", str(output), "--full-page", "--viewport-width", "300",
+                 "--viewport-height", "200", "--hide-selectors", "nav", "--hide-selectors", "footer",
+                 env=cli_env(tmp_path))
+    assert "300x1500 png" in result.stderr
+    unknown = cli("take", str(page), "-o", str(output), "--full-pag", env=cli_env(tmp_path), check=False)
+    assert unknown.returncode == 2 and "unrecognized arguments: --full-pag" in unknown.stderr
+
+
+def test_take_says_what_is_missing_before_capturing(tmp_path: Path) -> None:
+    missing = cli("take", str(tmp_path / "notes.md"), "-o", str(tmp_path / "notes.png"), env=cli_env(tmp_path),
+                  check=False)
+    assert missing.returncode == 2 and f"no such file: {tmp_path / 'notes.md'}" in missing.stderr
+    assert "url" not in missing.stderr.split("(")[0]
+    page = tmp_path / "page.html"
+    page.write_text("<h1>hello</h1>")
+    nowhere = cli("take", str(page), "-o", str(tmp_path / "missing" / "page.png"), env=cli_env(tmp_path),
+                  check=False)
+    assert nowhere.returncode == 2 and "Traceback" not in nowhere.stderr
+    assert f"the folder of --output does not exist: {tmp_path / 'missing'}" in nowhere.stderr
+    assert "Capturing" not in nowhere.stderr  # refused before rendering anything
+
+
+@pytest.mark.parametrize("command", [("run",), ("api",), ("worker",), ("webhooks",), ("keys",), ("keys", "list"),
+                                     ("keys", "create"), ("take",), ("sign",), ("healthcheck",)])
+def test_every_command_says_what_it_does(tmp_path: Path, command: tuple[str, ...]) -> None:
+    shown = cli(*command, "--help", env=cli_env(tmp_path)).stdout
+    description = shown.split("\n\n")[1]  # argparse: usage, blank line, the description
+    assert not description.lstrip().startswith(("positional arguments", "options")), shown
+    assert len(description.split()) >= 4, shown
+
+
+def test_keys_create_refuses_negative_limits(tmp_path: Path) -> None:
+    for flag, value, problem in (("--quota", "-5", "-5 is less than 0"), ("--concurrency", "0", "0 is less than 1"),
+                                 ("--quota", "many", "'many' is not a whole number")):
+        refused = cli("keys", "create", flag, value, env=cli_env(tmp_path / "data"), check=False)
+        assert refused.returncode == 2 and problem in refused.stderr, refused.stderr
+    assert not (tmp_path / "data").exists()  # refused before Redis was started
+
+
+def test_sign_refuses_what_the_endpoint_would_refuse(tmp_path: Path) -> None:
+    keys = ("sign", "--key", "k", "--signing-key", "s")
+    signed = cli(*keys, "url=https://example.com", "full_page=true", env=cli_env(tmp_path))
+    assert "&signature=" in signed.stdout
+    for params, problem in ((["url=https://example.com", "fullpage=true"], "error: fullpage:"),
+                            (["url=https://example.com", "viewport_width=wide"], "error: viewport_width:"),
+                            (["url=https://example.com", "scenario=scroll"], "error: scenario:")):
+        refused = cli(*keys, *params, env=cli_env(tmp_path), check=False)
+        assert refused.returncode == 2 and problem in refused.stderr and refused.stdout == "", refused.stderr
+    animated = cli(*keys, "--endpoint", "animate", "url=https://example.com", "scenario=scroll",
+                   env=cli_env(tmp_path))
+    assert "/v1/screenshot/animate?" in animated.stdout
+
+
 def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path: Path, site: Site) -> None:
     data_dir = tmp_path / "run-data"
     port = free_port()
@@ -134,6 +199,11 @@ def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path:
             assert signed.status_code == status, signed.text
         assert signed.json()["error_code"] == "signature_is_not_valid"
         assert len(processes_with(str(data_dir))) >= 3  # API, worker, Chromium at least
+        # The image's HEALTHCHECK, run beside `run`: every role it runs is healthy (the deliverer's Redis
+        # is the private one in the data dir).
+        for role in ("run", "api", "worker", "webhooks"):
+            health = cli("healthcheck", "--role", role, env=env, check=False)
+            assert health.returncode == 0, (role, health.stderr)
     finally:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=90)

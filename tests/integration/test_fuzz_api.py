@@ -1,5 +1,6 @@
 """Schemathesis against the service's own OpenAPI: generated requests to every route, with a valid key,
-get an answer in time and never a server error (5xx other than the documented 503). On a service of the
+get an answer in time, never a server error (5xx other than the documented 503), and one the document
+describes (status, media type, headers and body schema: response conformance on). On a service of the
 module's own (own Redis, one worker), so the generated async jobs and webhooks stay here.
 
 Timeouts in generated requests are capped at a few seconds, so each case is bounded; everything else is
@@ -18,6 +19,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.servers import RunningService, redis_server, running_service
 from tests.site import Site
@@ -126,6 +133,12 @@ def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str
         assert response.json().get("status") == "unavailable", answer
     else:
         assert response.status_code < 500, answer
+    # And the answer is the one the document describes: a documented status, media type, headers and
+    # body schema (an `empty` capture has no body, so no media type).
+    conformance = [status_code_conformance, response_schema_conformance, response_headers_conformance]
+    if response.content:
+        conformance.append(content_type_conformance)
+    case.validate_response(response, checks=conformance)
 
 
 # The whole run's length depends on the draws (about 160 capture examples, each capped at 8 s): 35 to 50 s

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
+import redis
 
+from render.worker import worker_connection
+from service.webhooks import deliverer_connection
 from tests.conftest import Org
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
+IDLE_WAIT_SECONDS = 7  # beyond redis-py's default socket timeout (5 s)
 
 
 def test_health_and_readiness(client: httpx.Client) -> None:
@@ -31,18 +37,6 @@ def test_metrics_count_requests_by_route_and_code(client: httpx.Client, org: Org
     assert [line for line in text.splitlines() if "_created" in line] == []  # no creation-time series
 
 
-def test_docs_and_openapi_list_every_take_parameter(client: httpx.Client) -> None:
-    from render.options import TakeOptions
-
-    assert client.get("/docs").status_code == 200
-    spec = client.get("/openapi.json").json()
-    take = spec["paths"]["/v1/screenshot/take"]
-    names = {p["name"] for p in take["get"]["parameters"]}
-    assert names == {f.alias or n for n, f in TakeOptions.model_fields.items()}
-    body_schema = take["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert "viewport_device" in body_schema["properties"]
-
-
 def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Client) -> None:
     missing = client.get("/v1/screenshot/nothing-here")
     assert missing.status_code == 404
@@ -53,3 +47,15 @@ def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Cli
     wrong = client.delete("/v1/screenshot/take")
     assert wrong.status_code == 405
     assert wrong.json()["error_code"] == "request_not_valid" and "DELETE" in wrong.json()["error_message"]
+
+
+@pytest.mark.parametrize("connect", [worker_connection, deliverer_connection], ids=["worker", "deliverer"])
+def test_idle_workers_keep_their_redis_connection(redis_url: str, connect: Callable[[str], redis.Redis]) -> None:
+    """A worker waiting for jobs blocks on Redis for up to 30 s (RQ's dequeue: 45 s). On redis-py's default
+    5 s socket timeout that wait broke off, and an idle worker logged "lost Redis" every few seconds."""
+    connection = connect(redis_url)
+    try:
+        connection.ping()  # the first connection, opened before RQ adjusts the pool (the runtime's)
+        assert connection.blpop(["test:idle-lane"], IDLE_WAIT_SECONDS) is None
+    finally:
+        connection.close()

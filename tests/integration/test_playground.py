@@ -98,10 +98,10 @@ def test_root_redirects_to_the_playground_which_is_self_contained(service: Runni
 
 
 def test_the_form_is_the_options_schema(browser: Browser, service: RunningService) -> None:
-    schema = httpx.get(f"{service.url}/openapi.json").json()["paths"]["/v1/screenshot/take"]["post"][
-        "requestBody"]["content"]["application/json"]["schema"]["properties"]
+    schema = {name: prop for name, prop in httpx.get(f"{service.url}/openapi.json").json()["components"]["schemas"][
+        "TakeOptions"]["properties"].items() if name not in ("access_key", "signature")}
     page = open_playground(browser, service)
-    groups = list(dict.fromkeys(prop["group"] for prop in schema.values()))
+    groups = list(dict.fromkeys(prop["x-group"] for prop in schema.values()))
     shown = [text.rsplit(" (", 1)[0] for text in page.locator("summary").all_text_contents()]
     assert shown == groups
     for name in schema:
@@ -110,6 +110,10 @@ def test_the_form_is_the_options_schema(browser: Browser, service: RunningServic
     assert devices == ["", *DEVICE_IDS]
     help_text = page.locator("#option-image_quality-help").text_content() or ""
     assert "Range: 0 to 100" in help_text and "Default: 80" in help_text
+    # Defaults that depend on other parameters are shown as the spec gives them, not "not set".
+    assert "Default: 1280." in (page.locator("#option-viewport_width-help").text_content() or "")
+    assert "Default: 1." in (page.locator("#option-device_scale_factor-help").text_content() or "")
+    assert page.locator("#option-viewport_height").get_attribute("placeholder") == "1024"
     # The animate endpoint has its own options.
     page.select_option("#endpoint", "animate")
     assert page.locator("#option-scenario").count() == 1 and page.locator("#option-duration").count() == 1
