@@ -227,4 +227,3 @@ def test_async_captures_take_delays_beyond_the_synchronous_limit(isolated_http: 
     [delivery] = receiver.wait_for("/late", timeout=120)
     assert delivery.at - accepted >= 31  # the delay was waited, not clipped to the synchronous 30 s
     assert decode(delivery.body).width == 200
-
