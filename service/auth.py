@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from service import signatures
 from service.errors import AccessKeyInvalid, AccessKeyRequired, SignatureNotValid, SignatureRequired
 from service.organisations import Organisation, OrganisationStore
 from service.params import RawParams
+
+# What the access log says of the request being served: its organisation, once known (the API's
+# TraceMiddleware sets a fresh dict per request; code that authenticates fills it in).
+request_facts: ContextVar[dict[str, str] | None] = ContextVar("request_facts", default=None)
 
 
 async def organisation_of(access_key: str | None, store: OrganisationStore) -> Organisation:
@@ -17,6 +23,9 @@ async def organisation_of(access_key: str | None, store: OrganisationStore) -> O
     org = await store.by_access_key(access_key)
     if org is None:
         raise AccessKeyInvalid("The access key is invalid or has been revoked.")
+    facts = request_facts.get()
+    if facts is not None:
+        facts["organisation"] = org.id
     return org
 
 

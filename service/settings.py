@@ -49,6 +49,8 @@ class ServiceSettings(BaseSettings):
                                                                      "API and workers.")
     log_format: Literal["json", "text"] = Field("json", description="Log lines as JSON objects (with the trace "
                                                 "id) or plain text.")
+    access_log: bool = Field(True, description="One INFO line per API request: method, path, route, status, "
+                             "error code, duration, organisation, trace id (health probes and /metrics at DEBUG).")
     url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
                                            "(default: generated once and kept in Redis).")
 

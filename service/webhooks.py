@@ -25,6 +25,7 @@ from rq.serializers import JSONSerializer
 
 from render.egress import REFUSED_HEADER, EgressProxy
 from render.errors import ErrorDetail, RequestNotValid, ServiceError, documentation_at
+from render.logs import trace_id_var
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import COUNTERS_KEY, JobResult, mark_job
@@ -187,6 +188,7 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
     if _courier is None:
         raise RuntimeError("webhook deliveries run only inside `screenshot-service webhooks`")
     delivery = Delivery(**payload)
+    trace_id_var.set(delivery.trace_id)  # this attempt's log lines carry the request's trace id
     job = get_current_job()
     retry_max = (job.retries_left or 0) if job is not None else 0
     attempts_before = 0

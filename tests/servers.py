@@ -168,6 +168,7 @@ class RunningService:
     env: dict[str, str]
     processes: dict[str, subprocess.Popen[bytes]]  # by role: worker0, worker1, ..., webhooks, api, api1, ...
     urls: list[str] = field(default_factory=list)  # every API, in the order of their roles
+    log: IO[bytes] | None = None  # where the processes write, restarted ones too
 
     def restart(self, role: str, *, kill: bool = False) -> None:
         """Stop one process (SIGKILL with `kill`: a crash) and start it again."""
@@ -181,7 +182,7 @@ class RunningService:
         env = self.env
         if role.startswith("api") and role != "api":
             env = {**env, "SCREENSHOT_PORT": self.urls[int(role[3:])].rsplit(":", 1)[1]}
-        self.processes[role] = start(role.rstrip("0123456789"), env)
+        self.processes[role] = start(role.rstrip("0123456789"), env, self.log)
 
 
 @contextlib.contextmanager
@@ -196,7 +197,7 @@ def running_service(redis_url: str, data_dir: Path, workers: int, log: IO[bytes]
     for n, port in enumerate(ports):
         processes["api" if n == 0 else f"api{n}"] = start("api", {**env, "SCREENSHOT_PORT": str(port)}, log)
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    running = RunningService(urls[0], redis_url, data_dir, env, processes, urls)
+    running = RunningService(urls[0], redis_url, data_dir, env, processes, urls, log)
     try:
         for url in urls:
             wait_for(lambda url=url: httpx.get(f"{url}/readyz").json()["workers"] >= workers, 60,

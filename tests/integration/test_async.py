@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -40,8 +41,9 @@ def receiver() -> Iterator[Receiver]:
         yield running
 
 
-def take(http: httpx.Client, org: Org, site: Site, path: str = "/colours.html", **params: str) -> httpx.Response:
-    return http.get("/v1/screenshot/take", params={
+def take(http: httpx.Client, org: Org, site: Site, path: str = "/colours.html",
+         _headers: dict[str, str] | None = None, **params: str) -> httpx.Response:
+    return http.get("/v1/screenshot/take", headers=_headers, params={
         "access_key": org.access_key, "url": site.url(path), "viewport_width": "200", "viewport_height": "100",
         **params})
 
@@ -227,3 +229,39 @@ def test_async_captures_take_delays_beyond_the_synchronous_limit(isolated_http: 
     [delivery] = receiver.wait_for("/late", timeout=120)
     assert delivery.at - accepted >= 31  # the delay was waited, not clipped to the synchronous 30 s
     assert decode(delivery.body).width == 200
+
+
+def test_an_access_log_line_per_request_under_the_callers_trace_id(
+        isolated: RunningService, isolated_http: httpx.Client, isolated_org: Org, site: Site) -> None:
+    log_path = isolated.data_dir / "service.log"
+    start = log_path.stat().st_size
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traced = take(isolated_http, isolated_org, site, viewport_width="320",
+                  _headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+    assert traced.headers["x-service-trace-id"] == trace
+    usage = isolated_http.get("/v1/screenshot/usage", params={"access_key": isolated_org.access_key},
+                              headers={"x-request-id": "client-42"})
+    assert usage.headers["x-service-trace-id"] == "client-42"  # every answer carries it, not only captures
+    forged = isolated_http.get("/v1/screenshot/usage", headers={"x-request-id": 'x" level=ERROR'})
+    assert re.fullmatch(r"[0-9a-f]{32}", forged.headers["x-service-trace-id"])  # not a token: a new id
+    with Receiver(lambda received: (500, {}, b"")) as receiver:
+        take(isolated_http, isolated_org, site, _headers={"x-request-id": "async-7"},
+             **{"async": "true", "webhook_url": receiver.url("/down")})
+        receiver.wait_for("/down")
+        time.sleep(0.5)  # the deliverer writes its line after the attempt
+    with log_path.open("rb") as log:
+        log.seek(start)
+        lines = [json.loads(line) for line in log.read().decode().splitlines() if line.startswith("{")]
+    access = [line for line in lines if line["logger"] == "service.access"]
+    [line] = [line for line in access if line.get("trace_id") == trace]
+    assert {k: line[k] for k in ("method", "path", "route", "status", "organisation", "level")} == {
+        "method": "GET", "path": "/v1/screenshot/take", "route": "/v1/screenshot/take", "status": 200,
+        "organisation": isolated_org.id, "level": "INFO"}
+    assert line["duration_ms"] > 0 and line["message"].startswith("GET /v1/screenshot/take 200 ")
+    assert isolated_org.access_key not in log_path.read_text()  # the path only, never the query
+    [refused] = [line for line in access if line.get("trace_id") == forged.headers["x-service-trace-id"]]
+    assert refused["status"] == 400 and refused["error_code"] == "access_key_required"
+    assert refused["organisation"] is None
+    # The async job's webhook attempt is logged under the trace id of the request that asked for it.
+    assert [line["trace_id"] for line in lines if "not delivered" in line["message"]] == ["async-7"]
+    assert not [line for line in lines if line["logger"].startswith(("httpx", "httpcore"))]  # no URLs at INFO
