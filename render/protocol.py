@@ -33,7 +33,8 @@ def lanes(region: str | None) -> tuple[str, str]:
     return f"queue:{QUEUE_NAME}@{region}:waiting", f"{QUEUE_NAME}@{region}"
 
 
-WORKERS_SEEN_KEY = "workers:seen"
+WORKERS_SEEN_KEY = "workers:seen"  # worker name -> its last heartbeat (every second)
+WORKERS_BUSY_KEY = "workers:busy"  # worker name -> its last heartbeat while rendering a job
 
 
 JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job

@@ -42,6 +42,7 @@ from render.protocol import (
     ALIVE_TTL_SECONDS,
     COUNTERS_KEY,
     RESULT_TTL_SECONDS,
+    WORKERS_BUSY_KEY,
     WORKERS_SEEN_KEY,
     JobRequest,
     JobResult,
@@ -76,6 +77,7 @@ class WorkerRuntime:
         self.storage = storage
         self.redis = connection
         self.name = name
+        self.busy = False  # rendering a job right now
         self.loop = asyncio.new_event_loop()
         self.policy = NetworkPolicy.from_settings(settings)
         # Every connection of the browser goes through the egress proxy: the policy, name overrides and
@@ -136,6 +138,10 @@ class WorkerRuntime:
             with connection.pipeline(transaction=False) as pipe:
                 pipe.set(alive_key(self.name), "1", ex=ALIVE_TTL_SECONDS)
                 pipe.zadd(WORKERS_SEEN_KEY, {self.name: time.time()})
+                if self.busy:
+                    pipe.zadd(WORKERS_BUSY_KEY, {self.name: time.time()})
+                else:
+                    pipe.zrem(WORKERS_BUSY_KEY, self.name)
                 for field, count in counts.items():
                     if count > reported.get(field, 0):
                         pipe.hincrby(COUNTERS_KEY, field, count - reported.get(field, 0))
@@ -205,6 +211,13 @@ class WorkerRuntime:
 
     def handle(self, job: JobRequest) -> JobResult:
         """Run a queued job and publish its result; never raises for capture failures."""
+        self.busy = True  # the heartbeat reports it: the API's screenshot_workers{state="busy"}
+        try:
+            return self._handle(job)
+        finally:
+            self.busy = False
+
+    def _handle(self, job: JobRequest) -> JobResult:
         started = time.monotonic()
         started_at = time.time()
         trace_id_var.set(job.trace_id)

@@ -68,5 +68,12 @@ class Metrics:
         self.shared = SharedCounters()
         self.registry.register(self.shared)
         self.queue_depth = Gauge(
-            "screenshot_queue_depth", "Jobs waiting for a worker (sampled at each request).",
+            "screenshot_queue_depth", "Jobs waiting for a worker, every lane of every region (read from Redis "
+            "at each scrape; the same on every API process).", registry=self.registry)
+        self.workers = Gauge(
+            "screenshot_workers", "Render workers alive, by state (busy: rendering a job; read from their "
+            "heartbeats at each scrape, at most a second old; the same on every API process).", ["state"],
+            registry=self.registry)
+        self.in_flight = Gauge(
+            "screenshot_captures_in_flight", "Capture requests this API process is waiting on a worker for.",
             registry=self.registry)

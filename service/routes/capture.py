@@ -206,8 +206,9 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             store_result=store, enqueued_at=time.time(), store_key=store_key,
             keep_body=keep_body or (store and options.response_type == "by_format"),
             vision=vision_request(context, options, reference), kind=options.job_kind)
-        result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
-                                              record=context.records.queued_fields(org.id))
+        with context.metrics.in_flight.track_inprogress():
+            result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
+                                                  record=context.records.queued_fields(org.id))
         if result is not None and result.started_at:
             context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:

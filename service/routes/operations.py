@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from render.protocol import COUNTERS_KEY, WORKERS_SEEN_KEY
+from render.protocol import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
 from service import error_reference, openapi
 from service.context import AppContext
 from service.errors import RouteNotFound
@@ -18,6 +18,7 @@ from service.organisations import text
 
 router = APIRouter(tags=["operations"])
 WORKER_SEEN_WITHIN_SECONDS = 30
+HEARTBEAT_FRESH_SECONDS = 3  # workers beat every second: older than this, gone (or stuck)
 
 
 @router.get("/healthz", responses=openapi.health_responses(), summary="The process is up")
@@ -59,6 +60,13 @@ async def error(code: str) -> Response:
 async def metrics(request: Request) -> Response:
     context: AppContext = request.app.state.context
     context.metrics.queue_depth.set(await context.dispatcher.queue_depth())
+    now = time.time()
+    async with context.redis.pipeline(transaction=False) as pipe:
+        pipe.zcount(WORKERS_SEEN_KEY, now - HEARTBEAT_FRESH_SECONDS, "+inf")
+        pipe.zcount(WORKERS_BUSY_KEY, now - HEARTBEAT_FRESH_SECONDS, "+inf")
+        alive, busy = await pipe.execute()
+    context.metrics.workers.labels("busy").set(min(busy, alive))
+    context.metrics.workers.labels("idle").set(max(alive - busy, 0))
     shared = await context.redis.hgetall(COUNTERS_KEY)
     context.metrics.shared.snapshot = {text(k): int(v) for k, v in shared.items()}
     return Response(generate_latest(context.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 import redis
 
 from render.worker import worker_connection
+from service.settings import default_workers
 from service.webhooks import deliverer_connection
 from tests.conftest import Org
 from tests.site import Site
@@ -35,6 +38,43 @@ def test_metrics_count_requests_by_route_and_code(client: httpx.Client, org: Org
     assert "screenshot_queue_depth" in text
     assert org.access_key not in text
     assert [line for line in text.splitlines() if "_created" in line] == []  # no creation-time series
+
+
+def gauges(client: httpx.Client) -> dict[str, float]:
+    """The gauges a scaler reads, as /metrics exports them now."""
+    wanted = ("screenshot_queue_depth ", 'screenshot_workers{state="busy"} ', 'screenshot_workers{state="idle"} ',
+              "screenshot_captures_in_flight ")
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in client.get("/metrics").text.splitlines()
+            if line.startswith(wanted)}
+
+
+def test_metrics_show_busy_workers_in_flight_captures_and_the_queue_as_it_is(
+        client: httpx.Client, make_org: Callable[..., Org], site: Site) -> None:
+    workers = int(gauges(client)['screenshot_workers{state="idle"}'])
+    assert workers == default_workers()
+    org = make_org(concurrency=workers + 1)
+    slow = {"access_key": org.access_key, "url": site.url("/colours.html"), "delay": "4", "response_type": "empty"}
+    with ThreadPoolExecutor(workers + 1) as pool:
+        answers = [pool.submit(client.get, "/v1/screenshot/take", params=slow, timeout=60)
+                   for _ in range(workers + 1)]
+        busy = {"screenshot_queue_depth": 1.0, 'screenshot_workers{state="busy"}': float(workers),
+                'screenshot_workers{state="idle"}': 0.0, "screenshot_captures_in_flight": float(workers + 1)}
+        seen = poll(lambda: gauges(client), busy)
+        assert seen == busy  # every worker rendering, one capture waiting: what a scaler must see
+        assert all(answer.result().status_code == 200 for answer in answers)
+    idle = {"screenshot_queue_depth": 0.0, 'screenshot_workers{state="busy"}': 0.0,
+            'screenshot_workers{state="idle"}': float(workers), "screenshot_captures_in_flight": 0.0}
+    assert poll(lambda: gauges(client), idle) == idle
+
+
+def poll(read: Callable[[], dict[str, float]], wanted: dict[str, float], seconds: float = 20) -> dict[str, float]:
+    """`read()` until it gives `wanted` (or the last reading after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    seen = read()
+    while seen != wanted and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen = read()
+    return seen
 
 
 def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Client) -> None:
