@@ -12,6 +12,7 @@ const FILE_EXTENSIONS = { jpeg: "jpg", markdown: "md" };
 
 const $ = (id) => document.getElementById(id);
 let schemas = {};  // endpoint name -> the JSON schema of its options
+let sdks = {};  // sdks.json: how the official SDKs name the options
 
 // ---- SHA-256 and HMAC, in plain JavaScript: WebCrypto exists only on https and localhost pages. ----
 
@@ -263,6 +264,71 @@ function curlCommand(url, accessKey, body) {
     `  -H ${shellQuote("x-access-key: " + accessKey)} \\\n  -d ${shellQuote(JSON.stringify(body))}${output}`;
 }
 
+// ---- The same capture with the official SDKs (names and gaps: sdks.json). ----
+
+const SOURCES = ["url", "html", "markdown"];
+
+function pythonLiteral(value) {
+  if (typeof value === "boolean") return value ? "True" : "False";
+  if (Array.isArray(value)) return `[${value.map(pythonLiteral).join(", ")}]`;
+  return typeof value === "number" ? String(value) : JSON.stringify(value);
+}
+
+function camelCase(name) {
+  return name.replace(/_([a-z0-9])/g, (_, letter) => letter.toUpperCase());
+}
+
+// The builder calls for `options` in one SDK, and the parameters it has no method for.
+function builderCalls(sdk, endpoint, options, method, literal) {
+  const missing = new Set((sdk.missing || {})[endpoint] || []);
+  const calls = [], left = [];
+  for (const [name, value] of options) {
+    if (SOURCES.includes(name)) continue;
+    if (missing.has(name)) left.push(name);
+    else calls.push(`.${sdk.methods[name] || method(name)}(${literal(value)})`);
+  }
+  return { calls, left };
+}
+
+function sourceOf(options) {
+  return options.find(([name]) => SOURCES.includes(name)) || ["url", ""];
+}
+
+function outputName(endpoint, body) {
+  const format = body.format || schemas[endpoint].properties.format.default;
+  return body.response_type === "json" ? "capture.json" : "capture." + (FILE_EXTENSIONS[format] || format);
+}
+
+function pythonCode(url, accessKey, endpoint, options, body) {
+  if (endpoint !== "take") return "# The Python SDK has no /animate builder; use the Node SDK or curl.";
+  const [source, value] = sourceOf(options);
+  const { calls, left } = builderCalls(sdks.python, endpoint, options, (name) => name, pythonLiteral);
+  const lines = [`# pip install ${sdks.python.package}`, "import os", "", "import screenshotone.sdk",
+    "from screenshotone import Client, TakeOptions", "",
+    `screenshotone.sdk.API_BASE_URL = ${JSON.stringify(url.replace(/\/take$/, ""))}`,
+    `client = Client(${JSON.stringify(accessKey)}, os.environ["SCREENSHOT_SIGNING_KEY"])`,
+    `options = TakeOptions.${source}(${pythonLiteral(value)})${calls.map((call) => `\\\n    ${call}`).join("")}`];
+  if (left.length) lines.push(`# Not in this SDK version (send them with curl): ${left.join(", ")}`);
+  lines.push(`with open(${JSON.stringify(outputName(endpoint, body))}, "wb") as output:`,
+    "    output.write(client.take(options).read())");
+  return lines.join("\n");
+}
+
+function nodeCode(url, accessKey, endpoint, options, body) {
+  const [source, value] = sourceOf(options);
+  const { calls, left } = builderCalls(sdks.node, endpoint, options, camelCase, JSON.stringify);
+  const builder = endpoint === "animate" ? "AnimateOptions" : "TakeOptions";
+  const lines = [`// npm install ${sdks.node.package}; save as capture.mjs, run: node capture.mjs`,
+    'import { writeFileSync } from "node:fs";', 'import screenshotone from "screenshotone-api-sdk";', "",
+    `const client = new screenshotone.Client(${JSON.stringify(accessKey)}, process.env.SCREENSHOT_SIGNING_KEY,`,
+    `  ${JSON.stringify(url.replace(/\/(take|animate)$/, ""))});`,
+    `const options = screenshotone.${builder}.${source}(${JSON.stringify(value)})${calls.map((call) => `\n  ${call}`).join("")};`];
+  if (left.length) lines.push(`// Not in this SDK version (send them with curl): ${left.join(", ")}`);
+  lines.push(`const blob = await client.${endpoint}(options);`,
+    `writeFileSync(${JSON.stringify(outputName(endpoint, body))}, Buffer.from(await blob.arrayBuffer()));`);
+  return lines.join("\n");
+}
+
 function signedLink(url, accessKey, options, signingKey) {
   const query = canonicalQuery([["access_key", accessKey], ...textPairs(options)]);
   return `${url}?${query}&signature=${hmacSha256Hex(signingKey, query)}`;
@@ -359,6 +425,9 @@ async function capture(event) {
   const options = chosenOptions();
   const body = requestBody(options, signingKey);
   $("curl").value = curlCommand(url, accessKey, body);
+  const endpoint = $("endpoint").value;
+  $("python").value = pythonCode(url, accessKey, endpoint, options, body);
+  $("node").value = nodeCode(url, accessKey, endpoint, options, body);
   $("signed-link").value = signingKey ? signedLink(url, accessKey, options, signingKey) : "";
   $("status").textContent = "Capturing…";
   $("status").dataset.state = "busy";
@@ -409,6 +478,7 @@ async function start() {
   $("reset").addEventListener("click", () => buildForm($("endpoint").value));
   try {
     const spec = await (await fetch("/openapi.json")).json();
+    sdks = await (await fetch("/playground/sdks.json")).json();
     for (const [name, path] of Object.entries(ENDPOINTS)) {
       const body = spec.paths[path].post.requestBody.content["application/json"].schema;
       schemas[name] = spec.components.schemas[body.$ref.split("/").pop()];

@@ -4,7 +4,10 @@ the page shows work when run. Also `screenshot-service sign`."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -14,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
+import screenshotone.sdk as python_sdk
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from render.browser import chromium_binary
@@ -141,6 +145,62 @@ def test_capture_shows_the_image_headers_and_a_curl_that_works(  # type: ignore[
     assert (image.width, image.height) == (400, 300)
     assert page.input_value("#signed-link") == ""  # no signing key, no link
     page.context.close()
+
+
+SDK_NODE_MODULES = ROOT / "tests" / "sdk" / "node_modules"
+
+
+def test_the_python_and_node_snippets_run_as_shown(  # type: ignore[no-untyped-def]
+        browser: Browser, service: RunningService, site: Site, make_org, tmp_path: Path) -> None:
+    org = new_org(make_org)  # the Node SDK signs every request (and must sign right), Python's take() none
+    env = {**os.environ, "SCREENSHOT_SIGNING_KEY": org.signing_key}
+    (tmp_path / "node_modules").symlink_to(SDK_NODE_MODULES)  # the pinned Node SDK (make test: npm ci)
+    page = open_playground(browser, service)
+    capture(page, org.access_key, url=site.url("/colours.html"), viewport_width="320", viewport_height="200",
+            format="jpeg", full_page="false", hide_selectors="#nothing\n.none", block_ads="true")
+    python, node = page.input_value("#python"), page.input_value("#node")
+    assert org.signing_key not in python + node  # read from the environment, never written out
+    (tmp_path / "capture.py").write_text(python)
+    subprocess.run([sys.executable, "capture.py"], cwd=tmp_path, env=env, check=True, timeout=60)
+    shot = decode((tmp_path / "capture.jpg").read_bytes())
+    assert (shot.width, shot.height, shot.get("vips-loader")) == (320, 200, "jpegload_buffer")
+    (tmp_path / "capture.jpg").unlink()
+    (tmp_path / "capture.mjs").write_text(node)
+    subprocess.run(["node", "capture.mjs"], cwd=tmp_path, env=env, check=True, timeout=60)
+    shot = decode((tmp_path / "capture.jpg").read_bytes())
+    assert (shot.width, shot.height, shot.get("vips-loader")) == (320, 200, "jpegload_buffer")
+    # A recording: the Node SDK has an AnimateOptions builder (the Python one has none, and says so).
+    page.select_option("#endpoint", "animate")
+    capture(page, org.access_key, url=site.url("/colours.html"), format="webm", duration="1", width="160",
+            height="120", aspect_ratio="4:3")
+    assert "no /animate builder" in page.input_value("#python")
+    (tmp_path / "capture.mjs").write_text(page.input_value("#node"))
+    subprocess.run(["node", "capture.mjs"], cwd=tmp_path, env=env, check=True, timeout=60)
+    assert (tmp_path / "capture.webm").read_bytes()[:4] == b"\x1a\x45\xdf\xa3"
+    page.context.close()
+
+
+def test_the_sdk_table_matches_the_pinned_sdks() -> None:
+    """sdks.json names each builder method that differs and each parameter an SDK has no method for:
+    a new SDK version fails here until the table says what changed."""
+    from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
+    from render.options import TakeOptions
+
+    table = json.loads((ROOT / "service" / "playground" / "sdks.json").read_text())
+    described = subprocess.run(["node", str(ROOT / "tests" / "sdk" / "node_calls.mjs")], input='{"describe": true}',
+                               capture_output=True, text=True, check=True, timeout=60)
+    node = {kind: set(methods) for kind, methods in json.loads(described.stdout).items()}
+    python = {"take": {name for name, _ in inspect.getmembers(python_sdk.TakeOptions, inspect.isfunction)}}
+    params = {"take": [f.alias or n for n, f in TakeOptions.model_fields.items()],
+              "animate": [f.alias or n for n, f in AnimateOptions.model_fields.items()
+                          if (f.alias or n) not in NOT_FOR_RECORDINGS]}
+    for sdk, builders, method in (("python", python, lambda name: name),
+                                  ("node", node, lambda name: re.sub(r"_([a-z0-9])", lambda m: m[1].upper(), name))):
+        for kind, methods in builders.items():
+            named = {name: table[sdk]["methods"].get(name) or method(name) for name in params[kind]
+                     if name not in ("url", "html", "markdown")}
+            missing = sorted(name for name, called in named.items() if called not in methods)
+            assert missing == table[sdk]["missing"][kind], (sdk, kind)
 
 
 def test_a_refusal_is_shown_readably(browser: Browser, service: RunningService, site: Site, make_org) -> None:  # type: ignore[no-untyped-def]
