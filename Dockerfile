@@ -1,12 +1,14 @@
 # screenshot-service: one image for every role (api, worker, webhooks; `run` for a single container).
 #
 #   docker build -t screenshot-service .
-#   docker run --rm -p 8000:8000 screenshot-service run      # everything in one container, embedded Redis
+#   docker run --rm -p 8000:8000 --security-opt seccomp=deploy/seccomp-chromium.json screenshot-service run
+#                                                            # everything in one container, embedded Redis
 #   docker compose -f deploy/docker-compose.yml up --scale worker=4
 #
 # Chromium runs as the non-root user below with its sandbox on. The sandbox needs user namespaces, which
 # Docker's default seccomp profile refuses: run workers with deploy/seccomp-chromium.json (README, Deploying).
-FROM debian:bookworm-slim
+# Pinned to a dated Debian 12 image (12.12): a rebuild gets the same base until this line changes.
+FROM debian:bookworm-20251229-slim
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \

@@ -76,7 +76,7 @@ def test_the_image_installs_system_packages_through_the_make_script() -> None:
     for package in ("chromium", "fonts-noto-color-emoji", "fonts-noto-cjk", "ffmpeg", "libvips42", "tini",
                     "python3-venv"):
         assert re.search(rf"^\s+{re.escape(package)}\b|\b{re.escape(package)}\b.*\)", script, re.M), package
-    assert "FROM debian:bookworm-slim" in text
+    assert re.search(r"^FROM debian:bookworm-\d{8}-slim$", text, re.M)
 
 
 def test_the_image_runs_non_root_under_tini_with_a_health_check() -> None:
@@ -210,3 +210,86 @@ def test_kubernetes_workers_keep_the_chromium_sandbox_and_their_grace() -> None:
     assert profile["type"] == "Localhost"
     assert (DEPLOY / Path(profile["localhostProfile"]).name).is_file()
     assert spec["terminationGracePeriodSeconds"] >= 300, "async jobs run up to 300 s"
+
+
+# --- Images, network policy, disruption budgets ---------------------------------------------------------------
+
+PINNED = re.compile(r":(RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z|[a-z]*-?\d{8}(-slim)?|\d+\.\d+\.\d+(-[a-z]+)?)"
+                    r"(@sha256:[0-9a-f]{64})?$")
+
+
+def test_every_third_party_image_is_pinned() -> None:
+    """No floating tag (latest, a bare major, a release name): a rebuild gets what was tested until a pin
+    changes on purpose. Our own image is tagged by the operator."""
+    images = re.findall(r"^FROM\s+(\S+)", dockerfile(), re.M)
+    images += [service["image"] for service in compose()["services"].values() if "image" in service]
+    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+        images += re.findall(r"^\s+image:\s+(\S+)", path.read_text(), re.M)
+    third_party = [image for image in images if not image.startswith("screenshot-service:")]
+    assert len(third_party) >= 5
+    assert [image for image in third_party if not PINNED.search(image)] == []
+
+
+def test_every_docker_run_example_keeps_the_chromium_sandbox() -> None:
+    texts = {"Dockerfile": dockerfile(), "README.md": (ROOT / "README.md").read_text()}
+    for name, text in texts.items():
+        runs = re.findall(r"docker run [^\n]*", text)
+        assert runs, name
+        for run in runs:
+            assert "--security-opt seccomp=" in run, (name, run)
+
+
+def _policies_for(component: str) -> list[dict[str, Any]]:
+    found = []
+    for policy in (obj for obj in k8s_objects() if obj["kind"] == "NetworkPolicy"):
+        selector = policy["spec"]["podSelector"]
+        labels = selector.get("matchLabels", {})
+        expressions = selector.get("matchExpressions", [])
+        if not selector or labels.get("app.kubernetes.io/component") == component or any(
+                e["key"] == "app.kubernetes.io/component" and component in e["values"] for e in expressions):
+            found.append(policy)
+    return found
+
+
+def test_network_policies_allow_each_role_only_what_it_needs() -> None:
+    deny = k8s_object("NetworkPolicy", "default-deny")["spec"]
+    assert deny["podSelector"] == {} and set(deny["policyTypes"]) == {"Ingress", "Egress"} and "egress" not in deny
+
+    def egress_ports(component: str) -> set[int]:
+        return {port["port"] for policy in _policies_for(component) for rule in policy["spec"].get("egress", [])
+                for port in rule.get("ports", [])}
+
+    assert egress_ports("api") == {53, 6379, 443}  # Redis, DNS and the object store only
+    assert egress_ports("worker") == {53, 6379, 80, 443}
+    for policy in _policies_for("worker"):
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule["to"]:
+                if "ipBlock" in peer:  # the web, never cloud metadata or the cluster's private ranges
+                    assert {"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} <= set(
+                        peer["ipBlock"]["except"])
+    assert not [rule for policy in _policies_for("worker") for rule in policy["spec"].get("ingress", [])]
+    redis = k8s_object("NetworkPolicy", "redis")["spec"]
+    assert redis["podSelector"]["matchLabels"] == k8s_object("StatefulSet", "redis")["spec"]["selector"]["matchLabels"]
+    [allowed] = redis["ingress"]
+    assert allowed["ports"] == [{"protocol": "TCP", "port": 6379}]
+
+
+def test_disruption_budgets_cover_the_api_and_the_workers() -> None:
+    for name in ("api", "worker"):
+        budget = k8s_object("PodDisruptionBudget", name)["spec"]
+        labels = k8s_object("Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        assert budget["selector"]["matchLabels"].items() <= labels.items()
+        assert budget["maxUnavailable"] == 1
+
+
+def test_every_role_runs_on_a_read_only_root_file_system() -> None:
+    for name in ("api", "worker", "webhooks"):
+        spec = k8s_object("Deployment", name)["spec"]["template"]["spec"]
+        [container] = spec["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, name
+        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+        volumes = {volume["name"]: volume for volume in spec["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]], name  # the one writable place
+    worker = k8s_object("Deployment", "worker")["spec"]["template"]["spec"]["containers"][0]
+    assert {item["name"]: item["value"] for item in worker["env"]} == {"HOME": "/tmp/home",
+                                                                       "XDG_CACHE_HOME": "/tmp/cache"}
