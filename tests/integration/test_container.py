@@ -125,3 +125,26 @@ def test_the_seccomp_profile_refuses_what_a_worker_never_needs() -> None:
              f"r = libc.syscall({KEYCTL}, 0, -3, 0); sys.exit(0 if r >= 0 else ctypes.get_errno())"]
     assert subprocess.run(probe, timeout=30).returncode == 0  # allowed without the profile
     assert subprocess.run(probe, preexec_fn=seccomp_filter(), timeout=30).returncode == errno.EPERM
+
+
+READ_ONLY_ROOT = """set -e
+mount --make-rprivate /
+mount --bind "$OUT" /mnt                     # where the capture goes, outside the read-only root
+mount -t tmpfs tmpfs /tmp                    # the one writable place, as the worker's emptyDir
+mount -o remount,bind,ro /
+if touch "$ROOT/.written" 2>/dev/null; then echo "the root is writable"; exit 3; fi
+printf '<body style="margin:0;background:#0000ff"></body>' > /tmp/page.html
+HOME=/tmp/home XDG_CACHE_HOME=/tmp/cache "$PYTHON" -m service.cli take /tmp/page.html -o /mnt/page.png \
+  --viewport-width 320 --viewport-height 100
+"""
+
+
+def test_a_capture_renders_on_a_read_only_root_file_system(tmp_path: Path) -> None:
+    """As the Kubernetes workers run (readOnlyRootFilesystem, /tmp an emptyDir, HOME and caches there): the
+    capture pipeline writes nowhere else. A private mount namespace with / remounted read-only."""
+    env = {**os.environ, "OUT": str(tmp_path), "ROOT": str(ROOT), "PYTHON": sys.executable}
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", READ_ONLY_ROOT],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    image = decode((tmp_path / "page.png").read_bytes())
+    assert (image.width, image.height) == (320, 100) and image.getpoint(10, 10)[:3] == [0, 0, 255]
