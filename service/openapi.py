@@ -100,7 +100,7 @@ def request_body(kind: str) -> dict[str, Any]:
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     meaning = {400: "The request was refused: error_code and error_details say why and which field.",
-               404: "No such route or job.", 405: "Method not allowed.",
+               404: "No such route or job (a key no route can match: control characters).", 405: "Method not allowed.",
                413: "The body is over SCREENSHOT_MAX_BODY_BYTES.",
                500: "The capture failed (timeout, network, the page's host) or an internal error.",
                503: "The queue store is unreachable or the queue is full: retry later."}
@@ -152,7 +152,7 @@ def file_responses() -> dict[int | str, dict[str, Any]]:
     """A stored result through its signed link: whatever was stored."""
     content = {media: {"schema": _BINARY} for media in [*_IMAGE_TYPES, *_DOCUMENT_TYPES, *_VIDEO_TYPES]}
     content["application/json"] = {"schema": {}}
-    return {200: {"description": "The stored bytes.", "content": content}, **_errors(400)}
+    return {200: {"description": "The stored bytes.", "content": content}, **_errors(400, 404)}
 
 
 def _components(bulk_max: int) -> dict[str, Any]:

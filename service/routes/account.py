@@ -32,7 +32,7 @@ async def usage(request: Request) -> Response:
     return JSONResponse(record.to_json())
 
 
-@router.get("/slices/{key:path}", responses=openapi.json_responses("Slices", 400),
+@router.get("/slices/{key:path}", responses=openapi.json_responses("Slices", 400, 404),
             summary="The slices of a full_page_slices capture, through the signed, "
             "expiring link of x-service-full-page-slices-url")
 async def slices(request: Request, key: str, expires: int = 0, signature: str = "") -> Response:

@@ -129,12 +129,18 @@ def test_the_seccomp_profile_refuses_what_a_worker_never_needs() -> None:
 
 READ_ONLY_ROOT = """set -e
 mount --make-rprivate /
-mount --bind "$OUT" /mnt                     # where the capture goes, outside the read-only root
+mount -t tmpfs tmpfs /mnt                    # a holding place for what stays reachable
+mkdir /mnt/out /mnt/code
+mount --bind "$OUT" /mnt/out                 # where the capture goes
+mount --bind "$ROOT" /mnt/code               # the checkout (CI clones it under /tmp)
 mount -t tmpfs tmpfs /tmp                    # the one writable place, as the worker's emptyDir
+mkdir -p "$ROOT"
+mount --bind /mnt/code "$ROOT"
+mount -o remount,bind,ro "$ROOT"
 mount -o remount,bind,ro /
-if touch "$ROOT/.written" 2>/dev/null; then echo "the root is writable"; exit 3; fi
+if touch "$ROOT/.written" 2>/dev/null || touch /.written 2>/dev/null; then echo "writable"; exit 3; fi
 printf '<body style="margin:0;background:#0000ff"></body>' > /tmp/page.html
-HOME=/tmp/home XDG_CACHE_HOME=/tmp/cache "$PYTHON" -m service.cli take /tmp/page.html -o /mnt/page.png \
+HOME=/tmp/home XDG_CACHE_HOME=/tmp/cache "$PYTHON" -m service.cli take /tmp/page.html -o /mnt/out/page.png \
   --viewport-width 320 --viewport-height 100
 """
 
