@@ -1,0 +1,110 @@
+"""Hosts that share nothing but a network, on one machine: a Linux network namespace per host, each with
+one interface on a bridge in a namespace of its own, on a small subnet with no default route and no NAT,
+so no packet can leave them. The test process joins the bridge too (one address on the subnet) to act as
+the clients. Everything is created here and removed on exit, whatever happened.
+
+Groundwork for issue 23's multi-host test (tests/cluster/): not yet used by a check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+@dataclass
+class Host:
+    """One namespace: its name, its address on the subnet, and the processes started in it."""
+
+    namespace: str
+    address: str
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run inside this host."""
+        return ["ip", "netns", "exec", self.namespace, *argv]
+
+    def start(self, argv: Sequence[str], env: dict[str, str] | None = None,
+              log: IO[bytes] | int | None = None) -> subprocess.Popen[bytes]:
+        """`argv` started inside this host (its output to `log` when given)."""
+        process = subprocess.Popen(self.command(argv), start_new_session=True, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT if log is not None else None)
+        self.processes.append(process)
+        return process
+
+    def pids(self) -> list[int]:
+        """Every process whose network namespace is this host's (what `ip netns pids` lists)."""
+        done = subprocess.run(["ip", "netns", "pids", self.namespace], capture_output=True, text=True, timeout=10)
+        return [int(pid) for pid in done.stdout.split()]
+
+    def crash(self) -> None:
+        """The host dies: SIGKILL to everything running in it."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+
+    def link(self, up: bool) -> None:
+        """Its network cable in or out."""
+        _ip("-n", self.namespace, "link", "set", "eth0", "up" if up else "down")
+
+
+@dataclass
+class Network:
+    hub: str
+    subnet: str  # the first three octets
+    client_link: str
+    hosts: dict[str, Host]
+
+
+@contextlib.contextmanager
+def network(names: Sequence[str]) -> Iterator[Network]:
+    """One host per name on a fresh subnet (10.251.X.0/24), the test process at .1."""
+    tag = secrets.token_hex(3)
+    subnet = f"10.251.{secrets.randbelow(200) + 20}"
+    hub = f"sshub{tag}"
+    client_link = f"ssc{tag}"
+    made: list[str] = []
+    try:
+        _ip("netns", "add", hub)
+        made.append(hub)
+        _ip("-n", hub, "link", "add", "br0", "type", "bridge")
+        _ip("-n", hub, "link", "set", "br0", "up")
+        # The test process's own leg: an address on the subnet, no route beyond it.
+        _ip("link", "add", client_link, "type", "veth", "peer", "name", "up0", "netns", hub)
+        _ip("-n", hub, "link", "set", "up0", "master", "br0", "up")
+        _ip("addr", "add", f"{subnet}.1/24", "dev", client_link)
+        _ip("link", "set", client_link, "up")
+        hosts: dict[str, Host] = {}
+        for number, name in enumerate(names, start=10):
+            namespace = f"ss{tag}{name}"[:15]
+            _ip("netns", "add", namespace)
+            made.append(namespace)
+            _ip("-n", namespace, "link", "set", "lo", "up")
+            _ip("-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", f"h{number}", "netns", hub)
+            _ip("-n", hub, "link", "set", f"h{number}", "master", "br0", "up")
+            _ip("-n", namespace, "addr", "add", f"{subnet}.{number}/24", "dev", "eth0")
+            _ip("-n", namespace, "link", "set", "eth0", "up")
+            hosts[name] = Host(namespace, f"{subnet}.{number}")
+        yield Network(hub, subnet, client_link, hosts)
+    finally:
+        for namespace in made[1:]:
+            host = Host(namespace, "")
+            host.crash()
+        with contextlib.suppress(subprocess.CalledProcessError):
+            _ip("link", "del", client_link)
+        for namespace in reversed(made):
+            with contextlib.suppress(subprocess.CalledProcessError):
+                _ip("netns", "del", namespace)
