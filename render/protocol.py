@@ -39,6 +39,7 @@ WORKERS_BUSY_KEY = "workers:busy"  # worker name -> its last heartbeat while ren
 
 JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
 ASYNC_JOB_FUNCTION = "service.jobs.capture_async"
+OFFERED_KEY = "jobs:async:offered"  # async jobs in their queue, not yet claimed by a worker: reference -> queue key
 
 
 COUNTERS_KEY = "metrics:counters"  # counts kept by workers and deliverers, exported by every API's /metrics

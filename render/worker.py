@@ -21,6 +21,7 @@ from rq.worker import WorkerStatus
 from render import jobs
 from render.options import TakeOptions
 from render.protocol import SYNC_QUEUE_KEY, JobRequest, lanes, record_job
+from render.redis_client import RedisTarget
 from render.runtime import Work, WorkerRuntime
 from render.settings import RenderSettings
 from storage import StorageSettings, open_storage
@@ -119,18 +120,18 @@ class CaptureWorker(SimpleWorker):
             self.set_state(WorkerStatus.IDLE)
 
 
-def worker_connection(redis_url: str) -> redis.Redis:
+def worker_connection(target: RedisTarget) -> redis.Redis:
     """The worker's Redis client. redis-py's default socket timeout (5 s) would cut its blocking pop short
     whenever it idles: RQ raises the timeout only for connections opened after the worker is made, and the
     runtime opens the first one before (seen as "lost Redis (Timeout reading from socket)" every few seconds)."""
-    return redis.Redis.from_url(redis_url, socket_timeout=RQ_HEARTBEAT_SECONDS + SOCKET_MARGIN_SECONDS)
+    return target.sync(socket_timeout=RQ_HEARTBEAT_SECONDS + SOCKET_MARGIN_SECONDS)
 
 
-def run_worker(redis_url: str, settings: RenderSettings, storage_settings: StorageSettings,
+def run_worker(target: RedisTarget, settings: RenderSettings, storage_settings: StorageSettings,
                *, burst: bool = False, kinds: dict[str, tuple[type[TakeOptions], Work]] | None = None) -> None:
     """Serve capture jobs until SIGTERM/SIGINT (finishing the current job first)."""
     fewer_malloc_arenas()
-    connection = worker_connection(redis_url)
+    connection = worker_connection(target)
     name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     runtime = WorkerRuntime(settings, open_storage(storage_settings), connection, name=name)
     for kind, (model, work) in (kinds or {}).items():

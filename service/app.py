@@ -32,7 +32,7 @@ from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
 from service.errors import MethodNotAllowed, RequestBodyTooLarge, RouteNotFound, TemporaryUnavailable
-from service.jobs import JobRecords, sweep_orphans
+from service.jobs import JobRecords, sweep_orphans, sweep_unclaimed
 from service.metrics import Metrics
 from service.organisations import URL_SECRET_KEY, OrganisationStore
 from service.quota import QuotaKeeper
@@ -200,15 +200,15 @@ def create_app(settings: Settings) -> FastAPI:
     """The API application for these settings."""
     if not settings.service.redis_url:
         raise ValueError("the API needs SCREENSHOT_REDIS_URL (`screenshot-service run` sets it)")
-    redis_url = settings.service.redis_url
+    target = settings.service.redis()
     documentation_at(settings.service.base_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            connection = aioredis.Redis.from_url(redis_url, max_connections=512)
+            connection = target.asyncio(max_connections=512)
             stack.push_async_callback(connection.aclose)
-            sync_connection = redis.Redis.from_url(redis_url)
+            sync_connection = target.sync()
             stack.callback(sync_connection.close)
             dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue,
                                     region_labels(settings.render.regions))
@@ -301,11 +301,14 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 async def _sweep_orphans(connection: redis.Redis) -> None:
-    """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans)."""
+    """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans), offer again those
+    lost on their way to a worker (service.jobs.sweep_unclaimed)."""
+    missing_since: dict[str, float] = {}
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
             await anyio.to_thread.run_sync(sweep_orphans, connection)
+            await anyio.to_thread.run_sync(sweep_unclaimed, connection, missing_since)
         except (redis.RedisError, OSError):
             log.warning("sweeping orphaned async jobs failed; retrying", exc_info=True)
 

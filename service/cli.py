@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-
 from service.settings import Settings, SettingsError, load_settings
 
 T = TypeVar("T")
@@ -64,7 +62,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from animate.options import AnimateOptions
     from animate.recorder import record
 
-    run_worker(settings.service.redis_url, settings.render, settings.storage, burst=args.burst,
+    run_worker(settings.service.redis(), settings.render, settings.storage, burst=args.burst,
                kinds={AnimateOptions.job_kind: (AnimateOptions, record)})
     return 0
 
@@ -98,20 +96,22 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 def _with_store(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run `action(store)` against the configured Redis, or the data dir's embedded one (started
     for the command when the service is not running)."""
+    from render.redis_client import RedisTarget
     from service.embedded import EmbeddedRedis
     from service.organisations import OrganisationStore
 
     embedded = None
-    url = settings.service.redis_url
-    if not url:
+    if settings.service.redis_url:
+        target = settings.service.redis()
+    else:
         embedded = EmbeddedRedis(settings.service.data_dir)
         if embedded.running():
-            url, embedded = embedded.url, None
+            target, embedded = RedisTarget(embedded.url), None
         else:
-            url = embedded.start()
+            target = RedisTarget(embedded.start())
 
     async def go() -> T:
-        connection = aioredis.Redis.from_url(url)
+        connection = target.asyncio()
         try:
             return await action(OrganisationStore(connection))
         finally:

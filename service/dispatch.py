@@ -26,6 +26,7 @@ from rq.serializers import JSONSerializer
 from render.errors import InternalError
 from render.protocol import (
     JOB_RECORD_TTL_SECONDS,
+    OFFERED_KEY,
     JobRequest,
     JobResult,
     alive_key,
@@ -37,6 +38,7 @@ from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
 RESULT_POLL_SECONDS = 1.0
+UNCLAIMED_POLLS = 2  # a live worker claims a job within milliseconds of taking it
 # KEYS: the waiting lane, RQ's queue, the job's record. ARGV: the most jobs that may wait, the job, the
 # record's lifetime, then the record's fields and values. 1 when pushed (and recorded), 0 when full.
 PUSH_IF_ROOM = """
@@ -129,6 +131,9 @@ class Dispatcher:
         """Enqueue without waiting (async jobs); `ttl`: seconds it may wait in the queue (None: forever)."""
         region = self._region(job)
         await self._check_room(region)
+        # Known as offered until a worker claims it, so a job lost on its way to a worker is offered again
+        # (service.jobs.sweep_unclaimed).
+        await self._redis.hset(OFFERED_KEY, job.reference, self._queues[region].key)
         await anyio.to_thread.run_sync(partial(
             self._queues[region].enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
             ttl=ttl, result_ttl=60, failure_ttl=3600))
@@ -143,12 +148,14 @@ class Dispatcher:
         try:
             fields = [part for pair in (record or {}).items() for part in pair]
             region = self._region(job)
+            lane, payload = self._lanes[region][0], orjson.dumps(job.to_json()).decode()
             pushed = await self._push_if_room(
-                keys=[self._lanes[region][0], self._queues[region].key, job_key(job.reference)],
-                args=[self._max_queue, orjson.dumps(job.to_json()), JOB_RECORD_TTL_SECONDS, *fields])
+                keys=[lane, self._queues[region].key, job_key(job.reference)],
+                args=[self._max_queue, payload, JOB_RECORD_TTL_SECONDS, *fields])
             if not pushed:
                 raise self._full()
             give_up = time.monotonic() + wait_seconds
+            unclaimed = 0
             while True:
                 left = give_up - time.monotonic()
                 if left <= 0:
@@ -160,6 +167,7 @@ class Dispatcher:
                 result = await self._take_result(job.reference)
                 if result is not None:
                     return result
+                unclaimed = await self._unclaimed(job.reference, lane, payload, unclaimed)
                 if await self.worker_died(job.reference):
                     lost = JobResult(job.reference, ok=False, error=InternalError(
                         "The worker rendering this capture stopped (it crashed or was killed); nothing was "
@@ -168,6 +176,24 @@ class Dispatcher:
                     return lost
         finally:
             self._waiters.pop(job.reference, None)
+
+    async def _unclaimed(self, reference: str, lane: str, payload: str, polls: int) -> int:
+        """Polls in a row that found the job neither in its lane nor claimed by a worker. Redis hands a job to
+        whichever worker's blocking pop waits longest, even one whose network is gone: the job leaves the lane
+        and reaches no one (seen with a worker host's link down). A worker claims a job the moment it pops it
+        (its name in the record), so a job unclaimed over two polls is offered again, at the head of its lane."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(job_key(reference), "worker")
+            pipe.lpos(lane, payload)
+            worker, position = await pipe.execute()
+        if worker or position is not None:
+            return 0
+        if polls + 1 < UNCLAIMED_POLLS:
+            return polls + 1
+        log.warning("job %s left its lane but no worker claimed it (a worker's connection broke as it took "
+                    "it?); offered again", reference)
+        await self._redis.lpush(lane, payload)
+        return 0
 
     async def worker_died(self, reference: str) -> bool:
         """True when the worker that took the job has stopped beating (killed, crashed, lost)."""

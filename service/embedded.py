@@ -21,8 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import redis
-import redis.asyncio as aioredis
 
+from render.redis_client import RedisTarget
 from service.organisations import OrganisationStore, new_key
 from service.settings import Settings
 
@@ -91,7 +91,7 @@ async def _ensure_default_key(redis_url: str, settings: Settings) -> tuple[str, 
     """The access key to show, with its organisation's signing key: SCREENSHOT_ACCESS_KEY, or the default
     organisation's kept in the data dir."""
     service = settings.service
-    connection = aioredis.Redis.from_url(redis_url)
+    connection = RedisTarget(redis_url).asyncio()
     try:
         store = OrganisationStore(connection)
         if service.access_key:

@@ -12,8 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from render.protocol import fresh_local_heartbeats
+from render.redis_client import RedisTarget
 from service.embedded import EmbeddedRedis
 from service.settings import Settings
 
@@ -54,9 +57,10 @@ def check(settings: Settings, role: str) -> str:
         return f"no render worker heartbeat in the last {HEARTBEAT_WITHIN_SECONDS} s"
     if role == "webhooks":
         # Under `run` the deliverer's Redis is the private one in the data dir, not SCREENSHOT_REDIS_URL.
-        url = settings.service.redis_url or EmbeddedRedis(settings.service.data_dir).url
-        try:
-            redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_SECONDS).ping()
+        target = settings.service.redis() if settings.service.redis_url else RedisTarget(
+            EmbeddedRedis(settings.service.data_dir).url)
+        try:  # one attempt: the probe asks whether Redis answers now
+            target.sync(socket_timeout=PROBE_TIMEOUT_SECONDS, retry=Retry(NoBackoff(), 0)).ping()
         except (redis.RedisError, ValueError) as error:
             return f"Redis unreachable: {error}"
         return ""

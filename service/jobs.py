@@ -15,9 +15,18 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio as aioredis
+from rq.job import Job
 
 from render.errors import InternalError
-from render.protocol import JOB_RECORD_TTL_SECONDS, JobRequest, JobResult, alive_key, job_key, mark_job
+from render.protocol import (
+    JOB_RECORD_TTL_SECONDS,
+    OFFERED_KEY,
+    JobRequest,
+    JobResult,
+    alive_key,
+    job_key,
+    mark_job,
+)
 from service import webhooks
 from service.organisations import text
 from service.quota import settle_now
@@ -26,6 +35,7 @@ from service.settings import Settings, load_settings
 log = logging.getLogger(__name__)
 IN_FLIGHT_KEY = "jobs:async:in-flight"  # references of async jobs a worker is rendering
 SWEEP_LOCK_SECONDS = 60
+UNCLAIMED_SECONDS = 3.0  # a live worker claims an async job within milliseconds of taking it from its queue
 
 
 def webhook_delivery(job: JobRequest, result: JobResult, webhook: dict[str, Any]) -> webhooks.Delivery | None:
@@ -61,6 +71,7 @@ def capture_async(payload: dict[str, Any], webhook: dict[str, Any] | None) -> di
     with worker.redis.pipeline() as pipe:  # both or neither: the sweeper reads them together
         pipe.hset(job_key(job.reference), mapping={"status": "rendering", "worker": worker.name})
         pipe.sadd(IN_FLIGHT_KEY, job.reference)
+        pipe.hdel(OFFERED_KEY, job.reference)  # claimed
         pipe.execute()
     result = worker.handle(job)
     finish(worker.redis, job, result, webhook)
@@ -107,6 +118,34 @@ def sweep_orphans(connection: redis.Redis) -> int:
         finish(connection, job, JobResult(reference, ok=False, error=error.to_payload()), parts["webhook"])
         finished += 1
     return finished
+
+
+def sweep_unclaimed(connection: redis.Redis, missing_since: dict[str, float]) -> int:
+    """Offer again the async jobs that left their queue but reached no worker. Redis hands a queued job to
+    whichever worker's blocking pop waits longest, even one whose network just went away: the job leaves the
+    queue and nobody renders it. A job neither in its queue nor claimed for UNCLAIMED_SECONDS goes back to
+    the head of its queue. `missing_since` (reference -> when first seen missing) is the caller's, kept
+    between sweeps. Returns how many it offered again."""
+    offered = 0
+    now = time.monotonic()
+    for raw_reference, raw_queue in connection.hgetall(OFFERED_KEY).items():
+        reference, queue = text(raw_reference), text(raw_queue)
+        if connection.hget(job_key(reference), "worker") or not Job.exists(reference, connection):
+            connection.hdel(OFFERED_KEY, reference)  # claimed, or RQ let it expire in the queue
+            missing_since.pop(reference, None)
+            continue
+        if connection.lpos(queue, reference) is not None:
+            missing_since.pop(reference, None)
+            continue
+        if now - missing_since.setdefault(reference, now) < UNCLAIMED_SECONDS:
+            continue
+        missing_since.pop(reference, None)
+        if connection.set(f"reoffer:{reference}", "1", nx=True, ex=int(UNCLAIMED_SECONDS * 3)):
+            log.warning("async job %s left its queue but no worker claimed it (a worker's connection broke as "
+                        "it took it?); offered again", reference)
+            connection.lpush(queue, reference)
+            offered += 1
+    return offered
 
 
 class JobRecords:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from render.redis_client import RedisTarget, parse_sentinels
 from render.settings import RenderSettings
 from storage.settings import StorageSettings
 
@@ -29,7 +30,17 @@ class ServiceSettings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port the API listens on.")
-    redis_url: str | None = Field(None, description="External Redis; unset: `run` starts a private one.")
+    redis_url: str | None = Field(None, description="External Redis (`redis://`, `rediss://` for TLS, `unix://`; "
+                                  "user and password in the URL, TLS options as query parameters, e.g. "
+                                  "`?ssl_ca_certs=/ca.pem`); unset: `run` starts a private one.")
+    redis_sentinels: str | None = Field(None, description="Redis Sentinel addresses, `host:port,host:port`: the "
+                                        "primary is the one they name (SCREENSHOT_REDIS_MASTER_NAME), found again "
+                                        "after a failover; SCREENSHOT_REDIS_URL then gives only the database, user, "
+                                        "password and TLS options.")
+    redis_master_name: str = Field("mymaster", min_length=1, description="The name the sentinels monitor the "
+                                   "primary under.")
+    redis_sentinel_password: str | None = Field(None, description="Password of the sentinels themselves "
+                                                "(their `requirepass`), when they have one.")
     workers: int = Field(default_factory=lambda: default_workers(), ge=1,
                          description="Render worker processes started by `run` (default: one per core).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
@@ -69,6 +80,26 @@ class ServiceSettings(BaseSettings):
         if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
             raise ValueError("expected redis://host:port/db, rediss://... (TLS) or unix:///path.sock")
         return value
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _redis_sentinels(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_sentinels(value)
+        return value
+
+    @model_validator(mode="after")
+    def _sentinels_need_a_url(self) -> ServiceSettings:
+        if self.redis_sentinels and not self.redis_url:
+            raise ValueError("SCREENSHOT_REDIS_SENTINELS needs SCREENSHOT_REDIS_URL too, for the database, user, "
+                             "password and TLS options (e.g. redis://user:password@mymaster/0; its host is not used)")
+        return self
+
+    def redis(self) -> RedisTarget:
+        """How to reach the configured Redis (SCREENSHOT_REDIS_URL, and Sentinel when set)."""
+        assert self.redis_url, "no Redis configured (`run` starts the private one and sets SCREENSHOT_REDIS_URL)"
+        sentinels = parse_sentinels(self.redis_sentinels) if self.redis_sentinels else ()
+        return RedisTarget(self.redis_url, sentinels, self.redis_master_name, self.redis_sentinel_password)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -29,6 +29,7 @@ from render.logs import trace_id_var
 from render.network_policy import AddressNotAllowed, NetworkPolicy
 from render.options import TakeOptions
 from render.protocol import COUNTERS_KEY, JobResult, mark_job
+from render.redis_client import RedisTarget
 from service.organisations import URL_SECRET_KEY, signing_key_of
 from service.results import Links, Presented, present_error, present_success, with_hosted_names
 from service.settings import Settings
@@ -213,17 +214,16 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "attempt": attempt}
 
 
-def deliverer_connection(redis_url: str) -> redis.Redis:
+def deliverer_connection(target: RedisTarget) -> redis.Redis:
     """The deliverer's Redis client, its timeout beyond RQ's blocking dequeue (worker_ttl - 15 s): redis-py's
     5 s default would cut that wait short when the queue is idle."""
-    return redis.Redis.from_url(redis_url, socket_timeout=DELIVERER_TTL_SECONDS)
+    return target.sync(socket_timeout=DELIVERER_TTL_SECONDS)
 
 
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
 
-    assert settings.service.redis_url
-    connection = deliverer_connection(settings.service.redis_url)
+    connection = deliverer_connection(settings.service.redis())
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
     # After a crash, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and maintenance

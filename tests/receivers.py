@@ -73,18 +73,19 @@ class _Server(ThreadingHTTPServer):
 
 
 class Receiver:
-    """`with Receiver(answer) as r:` serves on a free loopback port; `r.requests` lists what came."""
+    """`with Receiver(answer) as r:` serves on a free port of `host` (loopback); `r.requests` lists what came."""
 
-    def __init__(self, answer: Answer = ok) -> None:
+    def __init__(self, answer: Answer = ok, host: str = "127.0.0.1") -> None:
         self.answer = answer
         self.requests: list[Received] = []
         self.lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self.host = host
+        self._server = _Server((host, 0), _Handler)
         self._server.receiver = self
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://{self.host}:{self._server.server_address[1]}"
 
     def url(self, path: str) -> str:
         return self.base + path

@@ -22,9 +22,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 class Authority:
-    """A CA certificate in `ca_file` and a server certificate it signed for `hosts` and 127.0.0.1."""
+    """A CA certificate in `ca_file` and a server certificate it signed for `hosts`, 127.0.0.1 and
+    `addresses`; the certificate and its key in `chain_file`."""
 
-    def __init__(self, directory: Path, hosts: list[str]) -> None:
+    def __init__(self, directory: Path, hosts: list[str], addresses: tuple[str, ...] = ()) -> None:
         now = datetime.datetime.now(datetime.UTC)
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "screenshot-service test CA")])
@@ -38,14 +39,15 @@ class Authority:
         key = ec.generate_private_key(ec.SECP256R1())
         server = (self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]), ca_name, key, now)
                   .add_extension(x509.SubjectAlternativeName([
-                      *(x509.DNSName(host) for host in hosts), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                      *(x509.DNSName(host) for host in hosts),
+                      *(x509.IPAddress(ipaddress.ip_address(address)) for address in ("127.0.0.1", *addresses))]),
                       critical=False)
                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
                   .sign(ca_key, hashes.SHA256()))
         self.ca_file = directory / "ca.pem"
         self.ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-        self._chain = directory / "server.pem"
-        self._chain.write_bytes(server.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+        self.chain_file = directory / "server.pem"
+        self.chain_file.write_bytes(server.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
     @staticmethod
@@ -57,7 +59,7 @@ class Authority:
 
     def server_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self._chain)
+        context.load_cert_chain(self.chain_file)
         return context
 
 

@@ -3,19 +3,59 @@ one interface on a bridge in a namespace of its own, on a small subnet with no d
 so no packet can leave them. The test process joins the bridge too (one address on the subnet) to act as
 the clients. Everything is created here and removed on exit, whatever happened.
 
-Groundwork for issue 23's multi-host test (tests/cluster/): not yet used by a check.
+Servers written in Python that the test runs itself (the site, the webhook receiver) are put on a host
+with `inside(host)`: a network namespace belongs to a thread, and a socket to the namespace it was made in,
+so a listening socket opened inside serves that host's address from the test process's own threads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
+import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO
+
+CLONE_NEWNET = 0x40000000
+
+
+def available() -> str:
+    """'' when this process may make network namespaces, else why not (for a skip message)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "`ip` (Debian's iproute2) is not installed"
+    probe = f"ssprobe{secrets.token_hex(3)}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        return f"`ip netns add` failed: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+    return ""
+
+
+def _setns(path: str) -> None:
+    with open(path) as namespace:
+        if ctypes.CDLL(None, use_errno=True).setns(namespace.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns({path})")
+
+
+@contextlib.contextmanager
+def inside(host: Host) -> Iterator[None]:
+    """This thread in `host`'s network namespace for the block: sockets made in it live on that host."""
+    own = f"/proc/self/task/{threading.get_native_id()}/ns/net"
+    with open(own) as home:
+        _setns(f"/var/run/netns/{host.namespace}")
+        try:
+            yield
+        finally:
+            if ctypes.CDLL(None, use_errno=True).setns(home.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
 
 
 def _ip(*args: str) -> None:
@@ -77,6 +117,7 @@ def network(names: Sequence[str]) -> Iterator[Network]:
     hub = f"sshub{tag}"
     client_link = f"ssc{tag}"
     made: list[str] = []
+    hosts: dict[str, Host] = {}
     try:
         _ip("netns", "add", hub)
         made.append(hub)
@@ -87,7 +128,6 @@ def network(names: Sequence[str]) -> Iterator[Network]:
         _ip("-n", hub, "link", "set", "up0", "master", "br0", "up")
         _ip("addr", "add", f"{subnet}.1/24", "dev", client_link)
         _ip("link", "set", client_link, "up")
-        hosts: dict[str, Host] = {}
         for number, name in enumerate(names, start=10):
             namespace = f"ss{tag}{name}"[:15]
             _ip("netns", "add", namespace)
@@ -101,8 +141,8 @@ def network(names: Sequence[str]) -> Iterator[Network]:
         yield Network(hub, subnet, client_link, hosts)
     finally:
         for namespace in made[1:]:
-            host = Host(namespace, "")
-            host.crash()
+            known = [host for host in hosts.values() if host.namespace == namespace]
+            (known[0] if known else Host(namespace, "")).crash()
         with contextlib.suppress(subprocess.CalledProcessError):
             _ip("link", "del", client_link)
         for namespace in reversed(made):

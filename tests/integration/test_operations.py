@@ -10,6 +10,7 @@ import httpx
 import pytest
 import redis
 
+from render.redis_client import RedisTarget
 from render.worker import worker_connection
 from service.settings import default_workers
 from service.webhooks import deliverer_connection
@@ -91,10 +92,11 @@ def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Cli
 
 
 @pytest.mark.parametrize("connect", [worker_connection, deliverer_connection], ids=["worker", "deliverer"])
-def test_idle_workers_keep_their_redis_connection(redis_url: str, connect: Callable[[str], redis.Redis]) -> None:
+def test_idle_workers_keep_their_redis_connection(redis_url: str,
+                                                  connect: Callable[[RedisTarget], redis.Redis]) -> None:
     """A worker waiting for jobs blocks on Redis for up to 30 s (RQ's dequeue: 45 s). On redis-py's default
     5 s socket timeout that wait broke off, and an idle worker logged "lost Redis" every few seconds."""
-    connection = connect(redis_url)
+    connection = connect(RedisTarget(redis_url))
     try:
         connection.ping()  # the first connection, opened before RQ adjusts the pool (the runtime's)
         assert connection.blpop(["test:idle-lane"], IDLE_WAIT_SECONDS) is None

@@ -1,0 +1,209 @@
+"""Redis Sentinel failover under load (issue 23).
+
+A primary, two replicas and three sentinels (Debian's redis-sentinel) on loopback, each Redis with a
+password, AOF (`appendfsync everysec`) and `min-replicas-to-write 1`: the settings deploy/ carries. The
+service finds the primary through the sentinels (SCREENSHOT_REDIS_SENTINELS). Under a steady load of
+synchronous captures and async jobs with webhooks, the primary is killed (SIGKILL): the sentinels promote a
+replica and the service follows by itself. When the load ends, every synchronous answer is a capture or a
+documented error, every async job accepted has ended and told its webhook, `/usage` counts exactly the
+captures delivered, and every concurrency slot is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from render.redis_client import RedisTarget
+from service.organisations import OrganisationStore
+from tests.conftest import Org
+from tests.images import decode
+from tests.receivers import Received, Receiver
+from tests.servers import RunningService, free_port, running_service, wait_for
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+
+MASTER = "screenshots"
+PASSWORD = "failover-test-password"
+DOWN_AFTER_MS = 1000
+CLIENTS = 3
+CONCURRENCY = 10
+DOCUMENTED = {"temporary_unavailable", "internal_application_error", "timeout_error"}
+
+
+def redis_settings(port: int, directory: Path) -> list[str]:
+    """What deploy/ sets on every Redis of a Sentinel deployment (README, Deploying: Redis)."""
+    return ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--requirepass", PASSWORD,
+            "--masterauth", PASSWORD, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+            "--min-replicas-to-write", "1", "--min-replicas-max-lag", "10", "--loglevel", "warning"]
+
+
+def sentinel_config(port: int, primary: int) -> str:
+    return "\n".join([
+        f"port {port}", "bind 127.0.0.1",
+        f"sentinel monitor {MASTER} 127.0.0.1 {primary} 2",
+        f"sentinel auth-pass {MASTER} {PASSWORD}",
+        f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}",
+        f"sentinel failover-timeout {MASTER} 10000",
+        f"sentinel parallel-syncs {MASTER} 1", ""])
+
+
+@dataclass
+class Deployment:
+    redis: dict[int, subprocess.Popen[bytes]]  # by port; the first is the primary at the start
+    sentinels: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def addresses(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.sentinels)
+
+    def primary(self) -> int:
+        """The primary's port, as the sentinels see it now."""
+        sentinel = redis.Redis(port=next(iter(self.sentinels)), socket_timeout=2)
+        return int(sentinel.sentinel_get_master_addr_by_name(MASTER)[1])
+
+    def target(self) -> RedisTarget:
+        return RedisTarget(f"redis://:{PASSWORD}@{MASTER}/0",
+                           tuple(("127.0.0.1", port) for port in self.sentinels), MASTER)
+
+
+def _settled(deployment: Deployment) -> bool:
+    for port in deployment.sentinels:
+        state = redis.Redis(port=port, socket_timeout=2).sentinel_master(MASTER)
+        if state["num-slaves"] < 2 or state["num-other-sentinels"] < 2:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    directory = tmp_path_factory.mktemp("sentinel")
+    ports = [free_port() for _ in range(3)]
+    made = Deployment({})
+    try:
+        for number, port in enumerate(ports):
+            (directory / str(port)).mkdir()
+            replica = ["--replicaof", "127.0.0.1", str(ports[0])] if number else []
+            made.redis[port] = subprocess.Popen(["redis-server", *redis_settings(port, directory / str(port)),
+                                                 *replica], stdout=subprocess.DEVNULL)
+        primary = redis.Redis(port=ports[0], password=PASSWORD, socket_timeout=2)
+        wait_for(lambda: primary.info("replication")["connected_slaves"] == 2, 30, "both replicas")
+        for _ in range(3):
+            port = free_port()
+            config = directory / f"sentinel-{port}.conf"  # a sentinel rewrites its own file
+            config.write_text(sentinel_config(port, ports[0]))
+            made.sentinels[port] = subprocess.Popen(["redis-sentinel", str(config)], stdout=subprocess.DEVNULL)
+        wait_for(lambda: _settled(made), 60, "three sentinels that know both replicas and each other")
+        yield made
+    finally:
+        for process in [*made.sentinels.values(), *made.redis.values()]:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def service(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    directory = tmp_path_factory.mktemp("failover-service")
+    with (directory / "service.log").open("wb") as log, running_service(
+            deployment.target().url, directory, workers=2, log=log, SCREENSHOT_REDIS_SENTINELS=deployment.addresses,
+            SCREENSHOT_REDIS_MASTER_NAME=MASTER, SCREENSHOT_RESULT_WAIT_GRACE="2") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def org(deployment: Deployment) -> Org:
+    async def create() -> Org:
+        connection = deployment.target().asyncio()
+        try:
+            made = await OrganisationStore(connection).create("failover", quota=10_000, concurrency=CONCURRENCY)
+        finally:
+            await connection.aclose()
+        return Org(made.organisation.id, made.access_key, made.organisation.signing_key or "")
+
+    return asyncio.run(create())
+
+
+@dataclass
+class Load:
+    """What the clients saw: synchronous outcomes and the async jobs accepted."""
+
+    captured: int = 0  # synchronous captures answered with an image
+    refused: dict[str, int] = field(default_factory=dict)  # documented errors by code
+    accepted: list[str] = field(default_factory=list)  # async references
+    after_kill: int = 0  # captures answered after the primary died
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _client(http: httpx.Client, org: Org, site: Site, receiver: Receiver, load: Load, stop: threading.Event,
+            killed: threading.Event) -> None:
+    turn = 0
+    while not stop.is_set():
+        turn += 1
+        params = {"access_key": org.access_key, "url": site.url("/colours.html"), "viewport_width": "200",
+                  "viewport_height": "100", "timeout": "15"}
+        if turn % 4 == 0:
+            params.update({"async": "true", "webhook_url": receiver.url("/hook"), "webhook_errors": "true"})
+        response = http.get("/v1/screenshot/take", params=params)
+        with load.lock:
+            if response.status_code == 202:
+                load.accepted.append(response.json()["reference"])
+            elif response.status_code == 200:
+                assert decode(response.content).width == 200
+                load.captured += 1
+                load.after_kill += killed.is_set()
+            else:
+                code = response.json()["error_code"]
+                assert code in DOCUMENTED, response.text
+                load.refused[code] = load.refused.get(code, 0) + 1
+
+
+def test_a_primary_killed_under_load_fails_over_and_the_books_stay_exact(
+        deployment: Deployment, service: RunningService, org: Org, site: Site) -> None:
+    load, stop, killed = Load(), threading.Event(), threading.Event()
+    old = deployment.primary()
+    with Receiver() as receiver, httpx.Client(base_url=service.url, timeout=60) as http:
+        clients = [threading.Thread(target=_client, args=(http, org, site, receiver, load, stop, killed))
+                   for _ in range(CLIENTS)]
+        for thread in clients:
+            thread.start()
+        try:
+            wait_for(lambda: load.captured >= 6, 60, "a steady load")
+            deployment.redis[old].kill()
+            killed_at = time.monotonic()
+            killed.set()
+            wait_for(lambda: deployment.primary() != old, 30, "the sentinels' failover")
+            promoted = time.monotonic() - killed_at
+            wait_for(lambda: load.after_kill >= 6, 60, "captures on the new primary")
+            resumed = time.monotonic() - killed_at
+        finally:
+            stop.set()
+            for thread in clients:
+                thread.join(60)
+        print(f"\nfailover: promoted after {promoted:.1f} s, captures resumed within {resumed:.1f} s; "  # noqa: T201
+              f"{load.captured} captured, {len(load.accepted)} async, refused {load.refused}")
+        def told() -> dict[str, Received]:  # a delivery may come twice (retried): by reference
+            return {delivery.headers["x-service-reference"]: delivery for delivery in receiver.to("/hook")}
+
+        wait_for(lambda: set(told()) >= set(load.accepted), 120, "a webhook of every async job accepted")
+        assert set(told()) == set(load.accepted)
+        endings = told()
+        delivered = sum(delivery.headers["content-type"] == "image/png" for delivery in endings.values())
+        for reference in load.accepted:
+            status = http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": org.access_key}).json()
+            assert status["status"] == ("done" if endings[reference].headers["content-type"] == "image/png"
+                                        else "failed"), status
+        usage = http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()
+        assert usage["used"] == load.captured + delivered
+        assert usage["concurrency"]["remaining"] == CONCURRENCY
