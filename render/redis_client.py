@@ -89,6 +89,23 @@ class _AsyncRetry(redis.asyncio.retry.Retry):
                 await asyncio.sleep(self._backoff.compute(failures))
 
 
+class _SentinelConnection(redis.sentinel.SentinelManagedConnection):
+    """redis-py's connection to the primary Sentinel names, but dropped when a read is interrupted, as every
+    other redis-py connection is. redis-py 8.1's leaves it open (`disconnect_on_error=False`), so the reply
+    it was waiting for reaches the next command: a worker stopped in its blocking pop failed its last
+    transaction with "Wrong number of response items", and a timed-out read would hand its late reply to
+    whatever ran next."""
+
+    def read_response(self, disable_decoding: bool = False, *, disconnect_on_error: bool = True,  # type: ignore[override]
+                      **options: Any) -> Any:
+        return super().read_response(disable_decoding=disable_decoding, disconnect_on_error=disconnect_on_error,
+                                     **options)
+
+
+class _SentinelTlsConnection(_SentinelConnection, redis.connection.SSLConnection):
+    """`_SentinelConnection` over TLS."""
+
+
 def parse_sentinels(value: str) -> tuple[tuple[str, int], ...]:
     """`host:port,host:port` (port 26379 when left out); ValueError naming what is wrong."""
     found = []
@@ -150,6 +167,7 @@ class RedisTarget:
         if not self.sentinels:
             return redis.Redis(connection_pool=redis.ConnectionPool.from_url(self.url, **options))
         server = self._server(redis.connection.parse_url(self.url), options)
+        server["connection_class"] = _SentinelTlsConnection if server.pop("ssl") else _SentinelConnection
         sentinel = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=self._sentinel_options(server))
         return sentinel.master_for(self.master_name, **server)
 

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from render.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
+from render.protocol import Absences
 from render.settings import region_labels
 from service import openapi
 from service.auth import request_facts
@@ -304,10 +305,11 @@ async def _sweep_orphans(connection: redis.Redis) -> None:
     """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans), offer again those
     lost on their way to a worker (service.jobs.sweep_unclaimed)."""
     missing_since: dict[str, float] = {}
+    absences = Absences()
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
-            await anyio.to_thread.run_sync(sweep_orphans, connection)
+            await anyio.to_thread.run_sync(sweep_orphans, connection, absences)
             await anyio.to_thread.run_sync(sweep_unclaimed, connection, missing_since)
         except (redis.RedisError, OSError):
             log.warning("sweeping orphaned async jobs failed; retrying", exc_info=True)

@@ -27,6 +27,7 @@ from render.errors import InternalError
 from render.protocol import (
     JOB_RECORD_TTL_SECONDS,
     OFFERED_KEY,
+    Absences,
     JobRequest,
     JobResult,
     alive_key,
@@ -66,6 +67,7 @@ class Dispatcher:
         self._max_queue = max_queue
         self.reply_channel = f"results:{uuid.uuid4().hex}"
         self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._absences = Absences()
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self._push_if_room = async_redis.register_script(PUSH_IF_ROOM)
@@ -196,12 +198,13 @@ class Dispatcher:
         return 0
 
     async def worker_died(self, reference: str) -> bool:
-        """True when the worker that took the job has stopped beating (killed, crashed, lost)."""
+        """True when the worker that took the job has stopped beating (killed, crashed, lost) for longer than
+        a Redis failover or a network blink takes (render.protocol.Absences)."""
         worker = await self._redis.hget(job_key(reference), "worker")
         if not worker:
             return False
         name = worker.decode() if isinstance(worker, bytes) else str(worker)
-        return not await self._redis.exists(alive_key(name))
+        return self._absences.gone(name, bool(await self._redis.exists(alive_key(name))))
 
     async def _take_result(self, reference: str) -> JobResult | None:
         async with self._redis.pipeline(transaction=True) as pipe:

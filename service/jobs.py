@@ -21,6 +21,7 @@ from render.errors import InternalError
 from render.protocol import (
     JOB_RECORD_TTL_SECONDS,
     OFFERED_KEY,
+    Absences,
     JobRequest,
     JobResult,
     alive_key,
@@ -91,7 +92,7 @@ def finish(connection: redis.Redis, job: JobRequest, result: JobResult, webhook:
                              settings.webhook_timeout)
 
 
-def sweep_orphans(connection: redis.Redis) -> int:
+def sweep_orphans(connection: redis.Redis, absences: Absences) -> int:
     """Finish the async jobs whose worker died while rendering them (its heartbeat lapsed): failed,
     nothing charged, slot freed, `webhook_errors` receivers told. Run by every API every few seconds; a
     lock per job makes one of them do it. Returns how many it finished."""
@@ -102,7 +103,8 @@ def sweep_orphans(connection: redis.Redis) -> int:
         if record.get("status") != "rendering":
             connection.srem(IN_FLIGHT_KEY, reference)  # finished meanwhile, or its record expired
             continue
-        if connection.exists(alive_key(record.get("worker", ""))):
+        worker = record.get("worker", "")
+        if not absences.gone(worker, bool(connection.exists(alive_key(worker)))):
             continue
         if not connection.set(f"sweep:{reference}", "1", nx=True, ex=SWEEP_LOCK_SECONDS):
             continue  # another API is on it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import subprocess
 import threading
 import time
@@ -98,7 +99,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             made.redis[port] = subprocess.Popen(["redis-server", *redis_settings(port, directory / str(port)),
                                                  *replica], stdout=subprocess.DEVNULL)
         primary = redis.Redis(port=ports[0], password=PASSWORD, socket_timeout=2)
-        wait_for(lambda: primary.info("replication")["connected_slaves"] == 2, 30, "both replicas")
+        wait_for(lambda: primary.info("replication")["min_slaves_good_slaves"] == 2, 30, "both replicas in sync")
         for _ in range(3):
             port = free_port()
             config = directory / f"sentinel-{port}.conf"  # a sentinel rewrites its own file
@@ -207,3 +208,30 @@ def test_a_primary_killed_under_load_fails_over_and_the_books_stay_exact(
         usage = http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()
         assert usage["used"] == load.captured + delivered
         assert usage["concurrency"]["remaining"] == CONCURRENCY
+
+
+
+class Interrupted(Exception):
+    """What RQ raises from its SIGTERM handler while a worker blocks on Redis (StopRequested)."""
+
+
+def test_an_interrupted_read_does_not_hand_its_late_reply_to_the_next_command(deployment: Deployment) -> None:
+    """redis-py 8.1 kept a Sentinel-managed connection open when a read was interrupted: a worker stopped in
+    its blocking pop then read that pop's reply as its next transaction's ("Wrong number of response items")."""
+    client = deployment.target().sync(max_connections=1)  # one connection: the next command gets the same one
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            client.blpop(["test:interrupted"], 2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    deployment.target().sync().rpush("test:interrupted", "late")  # the pop, still waiting in Redis, now answers
+    time.sleep(0.2)
+    with client.pipeline() as pipe:
+        assert pipe.set("test:next", "1").get("test:next").execute() == [True, b"1"]
