@@ -130,7 +130,7 @@ def test_compose_wires_every_role_with_real_settings(monkeypatch: pytest.MonkeyP
         environment = {name: substituted(str(value), variables) for name, value in service["environment"].items()}
         assert_known_settings(set(environment))
         assert_settings_load(environment, monkeypatch)
-        assert environment["SCREENSHOT_REDIS_URL"] == "redis://redis:6379/0"
+        assert environment["SCREENSHOT_REDIS_URL"] == f"redis://:{variables['REDIS_PASSWORD']}@redis:6379/0"
         assert environment["SCREENSHOT_S3_ENDPOINT_URL"] == "http://minio:9000"
         assert environment["SCREENSHOT_JOB_SECRET"], "API and workers share the job secret"
         assert "container_name" not in service, "a fixed name would stop `--scale`"
@@ -152,6 +152,45 @@ def test_compose_workers_keep_the_chromium_sandbox() -> None:
     profile = worker["security_opt"][0].removeprefix("seccomp=")
     assert (DEPLOY / profile).is_file()
     assert int(worker["stop_grace_period"].removesuffix("s")) >= 300, "async jobs run up to 300 s"
+
+
+def sentinel_override() -> dict[str, Any]:
+    return documents(DEPLOY / "docker-compose.sentinel.yml")[0]
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_compose_sentinel_override_runs_what_the_failover_test_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/cluster/test_failover.py: a primary and two replicas with AOF and min-replicas-to-write 1, three
+    sentinels with quorum 2 watching the primary, every role finding it through them."""
+    from tests.cluster.test_failover import redis_settings
+
+    override, variables = sentinel_override()["services"], example_environment()
+    tested = redis_settings(6379, Path("/data"))
+    nodes = {name: service for name, service in override.items() if name.startswith("redis")}
+    assert set(nodes) == {"redis", "redis-replica-1", "redis-replica-2"}
+    for name, node in nodes.items():
+        command = node["command"]
+        for setting in ("--appendonly", "--appendfsync", "--min-replicas-to-write", "--min-replicas-max-lag"):
+            assert option(command, setting) == option(tested, setting), (name, setting)
+        assert option(command, "--requirepass") == option(command, "--masterauth")
+        assert option(command, "--replica-announce-ip") == name
+        assert ("--replicaof" in command) == (name != "redis")
+    sentinels = [service for name, service in override.items() if name.startswith("sentinel-")]
+    assert len(sentinels) == 3
+    script = " ".join(sentinels[0]["command"])
+    assert "sentinel monitor screenshots redis 6379 2" in script and "auth-pass screenshots" in script
+    base = compose()["services"]
+    for role in ("api", "worker", "webhooks"):
+        environment = {**base[role]["environment"], **override[role]["environment"]}
+        environment = {name: substituted(str(value), variables) for name, value in environment.items()}
+        assert_known_settings(set(environment))
+        assert_settings_load(environment, monkeypatch)
+        target = load_settings().service.redis()
+        assert target.sentinels == (("sentinel-1", 26379), ("sentinel-2", 26379), ("sentinel-3", 26379))
+        assert target.master_name == "screenshots"
 
 
 # --- Kubernetes -----------------------------------------------------------------------------------------------
@@ -223,6 +262,7 @@ def test_every_third_party_image_is_pinned() -> None:
     changes on purpose. Our own image is tagged by the operator."""
     images = re.findall(r"^FROM\s+(\S+)", dockerfile(), re.M)
     images += [service["image"] for service in compose()["services"].values() if "image" in service]
+    images += [service["image"] for service in sentinel_override()["services"].values() if "image" in service]
     for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
         images += re.findall(r"^\s+image:\s+(\S+)", path.read_text(), re.M)
     third_party = [image for image in images if not image.startswith("screenshot-service:")]
@@ -293,3 +333,47 @@ def test_every_role_runs_on_a_read_only_root_file_system() -> None:
     worker = k8s_object("Deployment", "worker")["spec"]["template"]["spec"]["containers"][0]
     assert {item["name"]: item["value"] for item in worker["env"]} == {"HOME": "/tmp/home",
                                                                        "XDG_CACHE_HOME": "/tmp/cache"}
+
+
+def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/k8s/sentinel replaces the base's Redis with three pods (Redis + sentinel) set as the failover test
+    sets them, points every role and KEDA at the sentinels, and lets the Redis pods reach one another."""
+    from tests.cluster.test_failover import redis_settings
+
+    overlay = DEPLOY / "k8s" / "sentinel"
+    validate = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
+    assert validate
+    result = subprocess.run([validate, "--strict", "--quiet", "--no-warn", str(overlay / "redis-sentinel.yaml"),
+                             str(overlay / "network-policy.yaml")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    kustomization = documents(overlay / "kustomization.yaml")[0]
+    assert "../" in kustomization["resources"]
+    for patch in kustomization["patches"]:  # every patch names an object of the base or the overlay
+        target = patch.get("target") or documents(overlay / patch["path"])[0]
+        name = target.get("name") or target["metadata"]["name"]
+        assert any(o.get("metadata", {}).get("name") == name for o in k8s_objects()), name
+    scripts = next(o for o in documents(overlay / "redis-sentinel.yaml") if o["kind"] == "ConfigMap")["data"]
+    tested = redis_settings(6379, Path("/data"))
+    for setting in ("--appendonly", "--appendfsync", "--min-replicas-to-write", "--min-replicas-max-lag"):
+        assert f"{setting} {option(tested, setting)}" in scripts["redis.sh"], setting
+    assert "sentinel monitor screenshots $primary 6379 2" in scripts["sentinel.sh"]
+    node_set = next(o for o in documents(overlay / "redis-sentinel.yaml") if o["kind"] == "StatefulSet")
+    assert node_set["spec"]["replicas"] == 3
+    config = {**k8s_object("ConfigMap", "screenshot-service")["data"],
+              **documents(overlay / "config.yaml")[0]["data"]}
+    config = {name: value for name, value in config.items() if value is not None}
+    assert "SCREENSHOT_REDIS_URL" not in config, "the URL holds the password: it comes from the Secret"
+    secret_comment = (DEPLOY / "k8s" / "secret.example.yaml").read_text()
+    url = re.search(r"SCREENSHOT_REDIS_URL: (\S+)", secret_comment)
+    assert url and "REDIS_PASSWORD" in secret_comment
+    assert_settings_load({**config, "SCREENSHOT_REDIS_URL": url.group(1)}, monkeypatch)
+    target = load_settings().service.redis()
+    assert [host for host, _ in target.sentinels] == [f"redis-node-{n}.redis-node" for n in range(3)]
+    triggers = documents(overlay / "worker-scaler.yaml")[0]["spec"]["triggers"]
+    base_lists = {t["metadata"]["listName"] for t in k8s_object("ScaledObject", "worker")["spec"]["triggers"]}
+    assert {t["metadata"]["listName"] for t in triggers} == base_lists
+    assert {t["type"] for t in triggers} == {"redis-sentinel"}
+    policies = {o["metadata"]["name"]: o for o in documents(overlay / "network-policy.yaml")}
+    assert {"redis", "dns-and-redis"} <= set(policies)
+    ingress_ports = {p["port"] for rule in policies["redis"]["spec"]["ingress"] for p in rule["ports"]}
+    assert ingress_ports == {6379, 26379}
