@@ -54,8 +54,8 @@ class _Retry(redis.retry.Retry):
             try:
                 return do()
             except RETRIED as error:
-                if is_retryable and not is_retryable(error):
-                    raise
+                if isinstance(error, redis.AuthenticationError) or (is_retryable and not is_retryable(error)):
+                    raise  # a wrong password stays wrong
                 failures += 1
                 fail(error, failures) if with_failure_count else fail(error)
                 give_up = give_up or time.monotonic() + RETRY_SECONDS
@@ -79,8 +79,8 @@ class _AsyncRetry(redis.asyncio.retry.Retry):
             try:
                 return await do()
             except RETRIED as error:
-                if is_retryable and not is_retryable(error):
-                    raise
+                if isinstance(error, redis.AuthenticationError) or (is_retryable and not is_retryable(error)):
+                    raise  # a wrong password stays wrong
                 failures += 1
                 await (fail(error, failures) if with_failure_count else fail(error))
                 give_up = give_up or time.monotonic() + RETRY_SECONDS
@@ -145,9 +145,10 @@ class RedisTarget:
         return f"RedisTarget({where!r}, sentinels={self.sentinels!r}, master_name={self.master_name!r})"
 
     def _options(self, extra: dict[str, Any], retry: Any) -> dict[str, Any]:
-        return {"socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
-                "socket_keepalive": True,  # a peer whose host vanished is noticed by the kernel too
-                "retry": retry, **extra}
+        options = {"socket_connect_timeout": CONNECT_TIMEOUT_SECONDS, "retry": retry}
+        if not self.url.startswith("unix:"):
+            options["socket_keepalive"] = True  # a peer whose host vanished is noticed by the kernel too
+        return {**options, **extra}
 
     def _sentinel_options(self, server: dict[str, Any]) -> dict[str, Any]:
         """Sentinels: the same TLS options, their own password, short timeouts (each is asked in turn)."""
@@ -179,3 +180,11 @@ class RedisTarget:
         server = self._server(dict(redis.asyncio.connection.parse_url(self.url)), options)
         sentinel = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=self._sentinel_options(server))
         return sentinel.master_for(self.master_name, **server)
+
+
+async def aclose(client: aioredis.Redis) -> None:
+    """Close an asyncio client from `RedisTarget.asyncio`, and its connections to the sentinels, if any."""
+    await client.aclose()
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", []):
+        await sentinel.aclose()

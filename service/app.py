@@ -26,6 +26,7 @@ from render.errors import ErrorDetail, InternalError, RequestNotValid, ServiceEr
 from render.logs import trace_id_var
 from render.network_policy import NetworkPolicy
 from render.protocol import Absences
+from render.redis_client import aclose
 from render.settings import region_labels
 from service import openapi
 from service.auth import request_facts
@@ -208,7 +209,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             connection = target.asyncio(max_connections=512)
-            stack.push_async_callback(connection.aclose)
+            stack.push_async_callback(aclose, connection)
             sync_connection = target.sync()
             stack.callback(sync_connection.close)
             dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue,

@@ -96,7 +96,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 def _with_store(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run `action(store)` against the configured Redis, or the data dir's embedded one (started
     for the command when the service is not running)."""
-    from render.redis_client import RedisTarget
+    from render.redis_client import RedisTarget, aclose
     from service.embedded import EmbeddedRedis
     from service.organisations import OrganisationStore
 
@@ -115,7 +115,7 @@ def _with_store(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
         try:
             return await action(OrganisationStore(connection))
         finally:
-            await connection.aclose()
+            await aclose(connection)
 
     try:
         return asyncio.run(go())

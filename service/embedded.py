@@ -22,7 +22,7 @@ from pathlib import Path
 
 import redis
 
-from render.redis_client import RedisTarget
+from render.redis_client import RedisTarget, aclose
 from service.organisations import OrganisationStore, new_key
 from service.settings import Settings
 
@@ -112,7 +112,7 @@ async def _ensure_default_key(redis_url: str, settings: Settings) -> tuple[str, 
         key_file.chmod(0o600)
         return key, created.organisation.signing_key
     finally:
-        await connection.aclose()
+        await aclose(connection)
 
 
 def _child(role: str, env: dict[str, str]) -> subprocess.Popen[bytes]:

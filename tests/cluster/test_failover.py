@@ -25,7 +25,7 @@ import httpx
 import pytest
 import redis
 
-from render.redis_client import RedisTarget
+from render.redis_client import RedisTarget, aclose
 from service.organisations import OrganisationStore
 from tests.conftest import Org
 from tests.images import decode
@@ -130,7 +130,7 @@ def org(deployment: Deployment) -> Org:
         try:
             made = await OrganisationStore(connection).create("failover", quota=10_000, concurrency=CONCURRENCY)
         finally:
-            await connection.aclose()
+            await aclose(connection)
         return Org(made.organisation.id, made.access_key, made.organisation.signing_key or "")
 
     return asyncio.run(create())
