@@ -184,12 +184,8 @@ class Dispatcher:
         whichever worker's blocking pop waits longest, even one whose network is gone: the job leaves the lane
         and reaches no one (seen with a worker host's link down). A worker claims a job the moment it pops it
         (its name in the record), so a job unclaimed over two polls is offered again, at the head of its lane."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hget(job_key(reference), "worker")
-            pipe.lpos(lane, payload)
-            worker, position = await pipe.execute()
-        if worker or position is not None:
-            return 0
+        if await self._redis.hget(job_key(reference), "worker") or await self._redis.lpos(lane, payload) is not None:
+            return 0  # claimed, or still waiting its turn (the lane is bounded by SCREENSHOT_MAX_QUEUE)
         if polls + 1 < UNCLAIMED_POLLS:
             return polls + 1
         log.warning("job %s left its lane but no worker claimed it (a worker's connection broke as it took "
