@@ -83,6 +83,8 @@ def finish(connection: redis.Redis, job: JobRequest, result: JobResult, webhook:
     """Settle the quota (charged only on success, slot freed), record the outcome, owe the webhook."""
     settle_now(connection, job.organisation, job.reference, success=result.ok)
     mark_job(connection, job.reference, **result.record_fields())
+    # The request was kept for the sweeper while the job could be orphaned; the record outlives it by days.
+    connection.hdel(job_key(job.reference), "payload")
     connection.srem(IN_FLIGHT_KEY, job.reference)
     if webhook is not None:
         delivery = webhook_delivery(job, result, webhook)

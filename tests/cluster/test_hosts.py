@@ -205,6 +205,7 @@ def test_an_async_job_reaches_its_webhook_and_either_api_knows_it(cluster: Clust
     for api in (0, 1):
         body = _job_status(cluster, api, reference, {"done"})
         assert httpx.get(body["screenshot_url"], timeout=30).content == delivery.body
+    assert not cluster.redis().hexists(job_key(reference), "payload"), "the request is not kept for 7 days"
     assert cluster.usage(0)["used"] == cluster.charged
 
 
