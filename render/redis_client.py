@@ -4,9 +4,9 @@ primary that Redis Sentinel names, rediscovered after a failover.
 Every client, the API's, the workers', the webhook deliverer's, the health probe's and the command line's,
 comes from `RedisTarget`, so a deployment's user, password, TLS options and Sentinel addresses are given
 once. Each client retries a lost connection for `RETRY_SECONDS` (backing off to half a second between
-attempts) before the caller sees the error: long enough for Sentinel to promote a replica (about three
-seconds with `down-after-milliseconds 1000`; deploy/), short enough that a request fails while its client
-still waits when Redis is really gone.
+attempts) before the caller sees the error: long enough for Sentinel to promote a replica (2.3-2.4 s with
+`down-after-milliseconds 1000` in tests/cluster/test_failover.py, about 6-7 s with deploy/'s 5000), short
+enough that a request fails while its client still waits when Redis is really gone.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 SENTINEL_TIMEOUT_SECONDS = 2.0
 T = TypeVar("T")
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
-# The connection options a URL may carry that concern the server, not where it is.
+# The connection options of a URL that say where the server is: with Sentinel, the sentinels say that.
 _PLACE = ("host", "port", "path", "unix_socket_path", "connection_class")
 
 
