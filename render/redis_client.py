@@ -112,8 +112,13 @@ def parse_sentinels(value: str) -> tuple[tuple[str, int], ...]:
     for item in (part.strip() for part in value.split(",")):
         if not item:
             continue
-        host, _, port = item.rpartition(":") if item.count(":") == 1 or item.startswith("[") else (item, "", "")
-        host = (host or item).strip("[]")
+        if item.startswith("["):  # [IPv6]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        else:  # a host alone (an IPv6 address without brackets too)
+            host, port = item, ""
         if not host:
             raise ValueError(f"{item!r}: expected host:port")
         try:
