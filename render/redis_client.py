@@ -5,7 +5,7 @@ Every client, the API's, the workers', the webhook deliverer's, the health probe
 comes from `RedisTarget`, so a deployment's user, password, TLS options and Sentinel addresses are given
 once. Each client retries a lost connection for `RETRY_SECONDS` (backing off to half a second between
 attempts) before the caller sees the error: long enough for Sentinel to promote a replica (2.3-2.4 s with
-`down-after-milliseconds 1000` in tests/cluster/test_failover.py, about 6-7 s with deploy/'s 5000), short
+`down-after-milliseconds 1000` in tests/cluster/test_failover.py, about 4-5 s with deploy/'s 3000), short
 enough that a request fails while its client still waits when Redis is really gone.
 """
 

@@ -154,6 +154,17 @@ def test_compose_workers_keep_the_chromium_sandbox() -> None:
     assert int(worker["stop_grace_period"].removesuffix("s")) >= 300, "async jobs run up to 300 s"
 
 
+def assert_failover_within_the_workers_grace(sentinel_config: str) -> None:
+    """The sentinels must have promoted a replica (down-after, then about 1.5 s) before a worker whose beats
+    stopped reaching Redis is taken for dead (its key's lifetime and the grace), or a failover fails the
+    captures in progress."""
+    from render.protocol import ALIVE_TTL_SECONDS, WORKER_GRACE_SECONDS
+
+    down_after = re.search(r"down-after-milliseconds screenshots (\d+)", sentinel_config)
+    assert down_after
+    assert int(down_after.group(1)) / 1000 + 1.5 < ALIVE_TTL_SECONDS + WORKER_GRACE_SECONDS
+
+
 def sentinel_override() -> dict[str, Any]:
     return documents(DEPLOY / "docker-compose.sentinel.yml")[0]
 
@@ -182,6 +193,7 @@ def test_compose_sentinel_override_runs_what_the_failover_test_ran(monkeypatch: 
     assert len(sentinels) == 3
     script = " ".join(sentinels[0]["command"])
     assert "sentinel monitor screenshots redis 6379 2" in script and "auth-pass screenshots" in script
+    assert_failover_within_the_workers_grace(script)
     base = compose()["services"]
     for role in ("api", "worker", "webhooks"):
         environment = {**base[role]["environment"], **override[role]["environment"]}
@@ -357,6 +369,7 @@ def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch
     for setting in ("--appendonly", "--appendfsync", "--min-replicas-to-write", "--min-replicas-max-lag"):
         assert f"{setting} {option(tested, setting)}" in scripts["redis.sh"], setting
     assert "sentinel monitor screenshots $primary 6379 2" in scripts["sentinel.sh"]
+    assert_failover_within_the_workers_grace(scripts["sentinel.sh"])
     node_set = next(o for o in documents(overlay / "redis-sentinel.yaml") if o["kind"] == "StatefulSet")
     assert node_set["spec"]["replicas"] == 3
     config = {**k8s_object("ConfigMap", "screenshot-service")["data"],
