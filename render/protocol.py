@@ -44,7 +44,6 @@ OFFERED_KEY = "jobs:async:offered"  # async jobs in their queue, not yet claimed
 
 COUNTERS_KEY = "metrics:counters"  # counts kept by workers and deliverers, exported by every API's /metrics
 ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
-WORKER_GRACE_SECONDS = 5.0  # how long a heartbeat may stay missing before its worker's jobs are lost (Absences)
 ABSENCES_KEPT = 1000
 
 
@@ -73,12 +72,13 @@ def alive_key(worker: str) -> str:
 
 class Absences:
     """Whether a worker whose heartbeat is missing is gone: only once it has stayed missing for
-    WORKER_GRACE_SECONDS. A live worker's beats stop reaching Redis for a moment when Redis fails over (the
-    new primary took 2.4 s to be promoted under load, tests/cluster/test_failover.py) or its network
-    blinks; its heartbeat key may expire meanwhile, and its jobs must not be declared lost."""
+    `grace_seconds` (SCREENSHOT_WORKER_GRACE). A live worker's beats stop reaching Redis for a moment when
+    Redis fails over (the new primary took 2.4 s to be promoted under load, tests/cluster/test_failover.py)
+    or its network blinks; its heartbeat key may expire meanwhile, and its jobs must not be declared lost."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace_seconds: float) -> None:
         self._since: dict[str, float] = {}
+        self.grace_seconds = grace_seconds
 
     def gone(self, worker: str, beating: bool) -> bool:
         """Note what Redis says of `worker` now; True once its absence has lasted the grace."""
@@ -88,7 +88,7 @@ class Absences:
         now = time.monotonic()
         if len(self._since) > ABSENCES_KEPT:  # workers long gone: forget them
             self._since = {name: since for name, since in self._since.items() if now - since < 3600}
-        return now - self._since.setdefault(worker, now) >= WORKER_GRACE_SECONDS
+        return now - self._since.setdefault(worker, now) >= self.grace_seconds
 
 
 def job_key(reference: str) -> str:

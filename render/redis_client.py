@@ -3,10 +3,11 @@ primary that Redis Sentinel names, rediscovered after a failover.
 
 Every client, the API's, the workers', the webhook deliverer's, the health probe's and the command line's,
 comes from `RedisTarget`, so a deployment's user, password, TLS options and Sentinel addresses are given
-once. Each client retries a lost connection for `RETRY_SECONDS` (backing off to half a second between
-attempts) before the caller sees the error: long enough for Sentinel to promote a replica (2.3-2.4 s with
-`down-after-milliseconds 1000` in tests/cluster/test_failover.py, about 4-5 s with deploy/'s 3000), short
-enough that a request fails while its client still waits when Redis is really gone.
+once. Each client retries a lost connection for `retry_seconds` (SCREENSHOT_REDIS_RETRY_SECONDS; backing
+off to half a second between attempts) before the caller sees the error: long enough for Sentinel to
+promote a replica (2.3-2.4 s with `down-after-milliseconds 1000` in tests/cluster/test_failover.py, about
+4-5 s with deploy/'s 3000), short enough that a request fails while its client still waits when Redis is
+really gone.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ _PLACE = ("host", "port", "path", "unix_socket_path", "connection_class")
 
 
 class _Retry(redis.retry.Retry):
-    """Retry what failed, backing off, until RETRY_SECONDS have passed since the first failure (redis-py
+    """Retry what failed, backing off, until `seconds` have passed since the first failure (redis-py
     counts attempts, and an attempt against a vanished host may itself take the connect timeout)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float) -> None:
         super().__init__(ExponentialBackoff(cap=RETRY_CAP_SECONDS, base=RETRY_BASE_SECONDS), -1, RETRIED)
+        self.seconds = seconds
 
     def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
@@ -58,7 +60,7 @@ class _Retry(redis.retry.Retry):
                     raise  # a wrong password stays wrong
                 failures += 1
                 fail(error, failures) if with_failure_count else fail(error)
-                give_up = give_up or time.monotonic() + RETRY_SECONDS
+                give_up = give_up or time.monotonic() + self.seconds
                 if time.monotonic() >= give_up:
                     raise
                 time.sleep(self._backoff.compute(failures))
@@ -67,9 +69,10 @@ class _Retry(redis.retry.Retry):
 class _AsyncRetry(redis.asyncio.retry.Retry):
     """`_Retry` for the asyncio clients."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float) -> None:
         super().__init__(ExponentialBackoff(cap=RETRY_CAP_SECONDS, base=RETRY_BASE_SECONDS), -1,
                          RETRIED)  # type: ignore[arg-type]
+        self.seconds = seconds
 
     async def call_with_retry(self, do: Callable[[], Awaitable[T]], fail: Callable[..., Any],
                               is_retryable: Callable[[Exception], bool] | None = None,
@@ -83,7 +86,7 @@ class _AsyncRetry(redis.asyncio.retry.Retry):
                     raise  # a wrong password stays wrong
                 failures += 1
                 await (fail(error, failures) if with_failure_count else fail(error))
-                give_up = give_up or time.monotonic() + RETRY_SECONDS
+                give_up = give_up or time.monotonic() + self.seconds
                 if time.monotonic() >= give_up:
                     raise
                 await asyncio.sleep(self._backoff.compute(failures))
@@ -143,6 +146,7 @@ class RedisTarget:
     sentinels: tuple[tuple[str, int], ...] = ()
     master_name: str = "mymaster"
     sentinel_password: str | None = field(default=None, repr=False)
+    retry_seconds: float = RETRY_SECONDS
 
     def __repr__(self) -> str:  # never the password in the URL
         shown = urlsplit(self.url)
@@ -169,7 +173,7 @@ class RedisTarget:
 
     def sync(self, **extra: Any) -> redis.Redis:
         """A blocking client; `extra`: redis-py connection options (socket_timeout, ...)."""
-        options = self._options(extra, _Retry())
+        options = self._options(extra, _Retry(self.retry_seconds))
         if not self.sentinels:
             return redis.Redis(connection_pool=redis.ConnectionPool.from_url(self.url, **options))
         server = self._server(redis.connection.parse_url(self.url), options)
@@ -179,7 +183,7 @@ class RedisTarget:
 
     def asyncio(self, **extra: Any) -> aioredis.Redis:
         """An asyncio client; `extra` as for `sync`."""
-        options = self._options(extra, _AsyncRetry())
+        options = self._options(extra, _AsyncRetry(self.retry_seconds))
         if not self.sentinels:
             return aioredis.Redis(connection_pool=aioredis.ConnectionPool.from_url(self.url, **options))
         server = self._server(dict(redis.asyncio.connection.parse_url(self.url)), options)
@@ -193,3 +197,11 @@ async def aclose(client: aioredis.Redis) -> None:
     manager = getattr(client.connection_pool, "sentinel_manager", None)
     for sentinel in getattr(manager, "sentinels", []):
         await sentinel.aclose()
+
+
+def close(client: redis.Redis) -> None:
+    """Close a blocking client from `RedisTarget.sync`, and its connections to the sentinels, if any."""
+    client.close()
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", []):
+        sentinel.close()

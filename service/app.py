@@ -213,7 +213,7 @@ def create_app(settings: Settings) -> FastAPI:
             sync_connection = target.sync()
             stack.callback(sync_connection.close)
             dispatcher = Dispatcher(connection, sync_connection, settings.service.max_queue,
-                                    region_labels(settings.render.regions))
+                                    region_labels(settings.render.regions), settings.service.worker_grace)
             await dispatcher.start()
             stack.push_async_callback(dispatcher.stop)
             try:
@@ -230,7 +230,7 @@ def create_app(settings: Settings) -> FastAPI:
                 policy=NetworkPolicy.from_settings(settings.render))
             await _bootstrap_organisation(context)
             app.state.context = context
-            sweeper = asyncio.create_task(_sweep_orphans(sync_connection))
+            sweeper = asyncio.create_task(_sweep_orphans(sync_connection, settings.service.worker_grace))
             stack.push_async_callback(_cancel, sweeper)
             yield
 
@@ -302,11 +302,11 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
-async def _sweep_orphans(connection: redis.Redis) -> None:
+async def _sweep_orphans(connection: redis.Redis, worker_grace: float) -> None:
     """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans), offer again those
     lost on their way to a worker (service.jobs.sweep_unclaimed)."""
     missing_since: dict[str, float] = {}
-    absences = Absences()
+    absences = Absences(worker_grace)
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:

@@ -57,7 +57,7 @@ class Dispatcher:
     """Enqueue a job, then await its `JobResult` (or None when the wait runs out)."""
 
     def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int,
-                 regions: list[str] | tuple[str, ...] = ()) -> None:
+                 regions: list[str] | tuple[str, ...] = (), worker_grace: float = 5.0) -> None:
         self._redis = async_redis
         # Each region's lanes (servers_region), and the common ones under None.
         self._lanes = {region: lanes(region) for region in (None, *regions)}
@@ -67,7 +67,7 @@ class Dispatcher:
         self._max_queue = max_queue
         self.reply_channel = f"results:{uuid.uuid4().hex}"
         self._waiters: dict[str, asyncio.Future[None]] = {}
-        self._absences = Absences()
+        self._absences = Absences(worker_grace)
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self._push_if_room = async_redis.register_script(PUSH_IF_ROOM)

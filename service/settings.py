@@ -41,6 +41,12 @@ class ServiceSettings(BaseSettings):
                                    "primary under.")
     redis_sentinel_password: str | None = Field(None, description="Password of the sentinels themselves "
                                                 "(their `requirepass`), when they have one.")
+    redis_retry_seconds: float = Field(12.0, ge=0, le=300, description="Seconds every role retries a lost Redis "
+                                       "connection (backing off) before giving up (a request then gets "
+                                       "temporary_unavailable): long enough to ride out a Sentinel failover.")
+    worker_grace: float = Field(5.0, ge=0, le=300, description="Seconds a worker's heartbeat may stay missing "
+                                "before the APIs fail its jobs as lost (a Redis failover or a network blink "
+                                "must not); with the heartbeat's own 3 s, how soon a crashed worker is noticed.")
     workers: int = Field(default_factory=lambda: default_workers(), ge=1,
                          description="Render worker processes started by `run` (default: one per core).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
@@ -99,7 +105,8 @@ class ServiceSettings(BaseSettings):
         """How to reach the configured Redis (SCREENSHOT_REDIS_URL, and Sentinel when set)."""
         assert self.redis_url, "no Redis configured (`run` starts the private one and sets SCREENSHOT_REDIS_URL)"
         sentinels = parse_sentinels(self.redis_sentinels) if self.redis_sentinels else ()
-        return RedisTarget(self.redis_url, sentinels, self.redis_master_name, self.redis_sentinel_password)
+        return RedisTarget(self.redis_url, sentinels, self.redis_master_name, self.redis_sentinel_password,
+                           self.redis_retry_seconds)
 
     @field_validator("log_level", mode="before")
     @classmethod

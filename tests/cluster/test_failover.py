@@ -25,7 +25,7 @@ import httpx
 import pytest
 import redis
 
-from render.redis_client import RedisTarget, aclose
+from render.redis_client import RedisTarget, aclose, close
 from service.organisations import OrganisationStore
 from tests.conftest import Org
 from tests.images import decode
@@ -72,8 +72,8 @@ class Deployment:
 
     def primary(self) -> int:
         """The primary's port, as the sentinels see it now."""
-        sentinel = redis.Redis(port=next(iter(self.sentinels)), socket_timeout=2)
-        return int(sentinel.sentinel_get_master_addr_by_name(MASTER)[1])
+        with redis.Redis(port=next(iter(self.sentinels)), socket_timeout=2) as sentinel:
+            return int(sentinel.sentinel_get_master_addr_by_name(MASTER)[1])
 
     def target(self) -> RedisTarget:
         return RedisTarget(f"redis://:{PASSWORD}@{MASTER}/0",
@@ -82,7 +82,8 @@ class Deployment:
 
 def _settled(deployment: Deployment) -> bool:
     for port in deployment.sentinels:
-        state = redis.Redis(port=port, socket_timeout=2).sentinel_master(MASTER)
+        with redis.Redis(port=port, socket_timeout=2) as sentinel:
+            state = sentinel.sentinel_master(MASTER)
         if state["num-slaves"] < 2 or state["num-other-sentinels"] < 2:
             return False
     return True
@@ -99,8 +100,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             replica = ["--replicaof", "127.0.0.1", str(ports[0])] if number else []
             made.redis[port] = subprocess.Popen(["redis-server", *redis_settings(port, directory / str(port)),
                                                  *replica], stdout=subprocess.DEVNULL)
-        primary = redis.Redis(port=ports[0], password=PASSWORD, socket_timeout=2)
-        wait_for(lambda: primary.info("replication")["min_slaves_good_slaves"] == 2, 30, "both replicas in sync")
+        with redis.Redis(port=ports[0], password=PASSWORD, socket_timeout=2) as primary:
+            wait_for(lambda: primary.info("replication")["min_slaves_good_slaves"] == 2, 30, "both replicas in sync")
         for _ in range(3):
             port = free_port()
             config = directory / f"sentinel-{port}.conf"  # a sentinel rewrites its own file
@@ -232,7 +233,12 @@ def test_an_interrupted_read_does_not_hand_its_late_reply_to_the_next_command(de
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    deployment.target().sync().rpush("test:interrupted", "late")  # the pop, still waiting in Redis, now answers
-    time.sleep(0.2)
-    with client.pipeline() as pipe:
-        assert pipe.set("test:next", "1").get("test:next").execute() == [True, b"1"]
+    other = deployment.target().sync()
+    try:
+        other.rpush("test:interrupted", "late")  # the pop, still waiting in Redis, now answers
+        time.sleep(0.2)
+        with client.pipeline() as pipe:
+            assert pipe.set("test:next", "1").get("test:next").execute() == [True, b"1"]
+    finally:
+        close(other)
+        close(client)

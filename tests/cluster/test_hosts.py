@@ -31,7 +31,7 @@ import pytest
 import redis
 
 from render.protocol import job_key
-from render.redis_client import RedisTarget
+from render.redis_client import RedisTarget, close
 from tests.cluster.network import Host, Network, available, inside, network
 from tests.conftest import Org, _create_org
 from tests.images import decode, near, rgb_at
@@ -61,12 +61,16 @@ class Cluster:
     logs: Path
     charged: int = 0  # successful captures so far: what /usage must say
     workers: dict[str, int] = field(default_factory=dict)  # host -> its worker's process id
+    client: redis.Redis | None = None
 
     def host(self, name: str) -> Host:
         return self.net.hosts[name]
 
     def redis(self) -> redis.Redis:
-        return RedisTarget(self.redis_url).sync()
+        """The test's own client (one, closed with the cluster: a socket left to the collector would warn)."""
+        if self.client is None:
+            self.client = RedisTarget(self.redis_url).sync()
+        return self.client
 
     def take(self, api: int, **params: str) -> httpx.Response:
         return httpx.get(f"{self.apis[api]}/v1/screenshot/take", timeout=120, params={
@@ -124,7 +128,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         redis_url = (f"rediss://screenshot:{password}@{store.address}:{REDIS_PORT}/0"
                      f"?ssl_ca_certs={authority.ca_file}")
         s3 = S3Server(f"http://{store.address}:{S3_PORT}")
-        wait_for(lambda: RedisTarget(redis_url).sync().ping(), 30, "Redis on the store host")
+        wait_for(lambda: _ping(RedisTarget(redis_url)), 30, "Redis on the store host")
         wait_for(lambda: httpx.get(f"{s3.url}/moto-api/").status_code == 200, 30, "S3 on the store host")
         bucket = s3.new_bucket()
 
@@ -150,8 +154,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for url in apis:
             wait_for(lambda url=url: httpx.get(f"{url}/readyz").json()["workers"] >= 2, 90, "the APIs and workers")
         org = asyncio.run(_create_org(redis_url, quota=1000, concurrency=4))
-        yield Cluster(net, redis_url, apis, site, receiver, s3, org, directory,
-                      workers={name: process.pid for name, process in workers.items()})
+        made = Cluster(net, redis_url, apis, site, receiver, s3, org, directory,
+                       workers={name: process.pid for name, process in workers.items()})
+        try:
+            yield made
+        finally:
+            if made.client is not None:
+                close(made.client)
 
 
 def _role(role: str) -> list[str]:
@@ -165,13 +174,19 @@ def test_hosts_share_nothing_but_the_network(cluster: Cluster) -> None:
         outside = subprocess.run(cluster.host(host).command(["ip", "route", "get", "1.1.1.1"]), capture_output=True,
                                  text=True, timeout=10)
         assert outside.returncode != 0 and "unreachable" in outside.stderr, outside.stdout
-    with pytest.raises(redis.ConnectionError):
-        redis.Redis(host=store, port=REDIS_PORT, socket_timeout=3, retry=None).ping()  # no TLS
+    with pytest.raises(redis.ConnectionError), redis.Redis(host=store, port=REDIS_PORT, socket_timeout=3,
+                                                           retry=None) as plain:
+        plain.ping()  # no TLS
     anonymous = cluster.redis_url.replace(cluster.redis_url.split("@")[0] + "@", "rediss://")
     with pytest.raises(redis.AuthenticationError):
-        RedisTarget(anonymous).sync().ping()  # the default user is off
+        _ping(RedisTarget(anonymous))  # the default user is off
     with pytest.raises(redis.AuthenticationError):
-        RedisTarget(cluster.redis_url.replace("screenshot:", "screenshot:x")).sync().ping()
+        _ping(RedisTarget(cluster.redis_url.replace("screenshot:", "screenshot:x")))
+
+
+def _ping(target: RedisTarget) -> bool:
+    with target.sync() as client:
+        return bool(client.ping())
 
 
 def test_a_capture_is_cached_for_every_api_and_stored_only_in_the_bucket(cluster: Cluster) -> None:

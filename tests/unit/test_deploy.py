@@ -158,11 +158,13 @@ def assert_failover_within_the_workers_grace(sentinel_config: str) -> None:
     """The sentinels must have promoted a replica (down-after, then about 1.5 s) before a worker whose beats
     stopped reaching Redis is taken for dead (its key's lifetime and the grace), or a failover fails the
     captures in progress."""
-    from render.protocol import ALIVE_TTL_SECONDS, WORKER_GRACE_SECONDS
+    from render.protocol import ALIVE_TTL_SECONDS
+
+    grace = ServiceSettings.model_fields["worker_grace"].default
 
     down_after = re.search(r"down-after-milliseconds screenshots (\d+)", sentinel_config)
     assert down_after
-    assert int(down_after.group(1)) / 1000 + 1.5 < ALIVE_TTL_SECONDS + WORKER_GRACE_SECONDS
+    assert int(down_after.group(1)) / 1000 + 1.5 < ALIVE_TTL_SECONDS + grace
 
 
 def sentinel_override() -> dict[str, Any]:

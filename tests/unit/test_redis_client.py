@@ -56,3 +56,13 @@ def test_a_sentinel_client_talks_to_the_primary_with_the_url_s_credentials() -> 
                                                                                               "/ca.pem")
     assert issubclass(client.connection_pool.connection_class, redis.connection.SSLConnection)
     assert "host" not in kwargs
+
+
+def test_the_retry_window_is_the_setting_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCREENSHOT_REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("SCREENSHOT_REDIS_RETRY_SECONDS", "2.5")
+    monkeypatch.delenv("SCREENSHOT_REDIS_SENTINELS", raising=False)
+    target = ServiceSettings().redis()
+    assert target.retry_seconds == 2.5
+    assert target.sync().connection_pool.connection_kwargs["retry"].seconds == 2.5
+    assert target.asyncio().connection_pool.connection_kwargs["retry"].seconds == 2.5
