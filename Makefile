@@ -31,10 +31,10 @@ soak: system venv
 	SOAK_CAPTURES=1000 $(BIN)/pytest -s tests/integration/test_soak.py
 
 bench: system venv rules corpus
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 docs: venv
-	$(BIN)/python -m render.reference > docs/parameters.md
+	$(BIN)/python -m render.contract.reference > docs/parameters.md
 	$(BIN)/python -m animate.reference > docs/animate.md
 
 system:

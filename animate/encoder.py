@@ -15,7 +15,7 @@ from typing import IO
 
 import ffmpeg
 
-from render.errors import InternalError, ServiceError
+from render.contract.errors import InternalError, ServiceError
 
 # Per format: codec and its options. mp4 plays in every browser (H.264 High, yuv420p, faststart).
 _CODECS: dict[str, dict[str, str | int]] = {

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import re
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
 from animate.easing import EasingName
-from render.errors import ErrorDetail
-from render.options import StrList, TakeOptions, param, validate_all
+from render.contract.errors import ErrorDetail
+from render.contract.formats import VideoFormat
+from render.contract.options import TakeOptions
+from render.contract.validation import validate_all
+from render.contract.values import HttpUrl, StrList, param
 
-VideoFormat = Literal["mp4", "webm", "gif", "mov", "avi"]
-CONTENT_TYPES = {"mp4": "video/mp4", "webm": "video/webm", "gif": "image/gif", "mov": "video/quicktime",
-                 "avi": "video/x-msvideo"}
 DURATION_MAX = 30
 FPS = 30
 _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[:/x]\s*(\d+(?:\.\d+)?)\s*$")
@@ -41,7 +40,7 @@ class AnimateOptions(TakeOptions):
 
     job_kind: ClassVar[str] = "animate"
 
-    format: VideoFormat = param("mp4", "Animation", "Video format: mp4 (H.264), webm (VP9), gif, mov "  # type: ignore[assignment]
+    format: VideoFormat = param("mp4", "Animation", "Video format: mp4 (H.264), webm (VP9), gif, mov "
                                 "(ProRes 4444, with alpha when omit_background), avi (MPEG-4).")
     scenario: Literal["default", "scroll"] = param(
         "default", "Animation", "default: record the page after load; scroll: scroll it down (and back).")
@@ -70,7 +69,7 @@ class AnimateOptions(TakeOptions):
     scroll_try_navigate: bool = param(False, "Scroll", "Navigate to another page of the site midway.")
     scroll_navigate_after: int | None = param(None, "Scroll", "When to navigate (ms).", shown_default="duration / 2",
                                               ge=0, le=30000)
-    scroll_navigate_to_url: str | None = param(None, "Scroll", "Where to navigate (default: a link matching "
+    scroll_navigate_to_url: HttpUrl | None = param(None, "Scroll", "Where to navigate (default: a link matching "
                                                "the hints).")
     scroll_navigate_link_hints: StrList = param(["pricing", "about", "customers"], "Scroll",
                                                 "Words a link's text or address may contain to be followed.")
@@ -79,16 +78,6 @@ class AnimateOptions(TakeOptions):
                                                         ge=-100000, le=100000)
     scroll_to_end_after: int | None = param(None, "Scroll", "At this time (ms), go to the end in one eased "
                                             "motion.", ge=0, le=30000)
-
-    @field_validator("scroll_navigate_to_url")
-    @classmethod
-    def _navigate_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            parts = urlsplit(value.strip())
-            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-                raise ValueError("must be an http:// or https:// URL with a host")
-            return value.strip()
-        return value
 
     @field_validator("aspect_ratio")
     @classmethod
@@ -130,12 +119,8 @@ class AnimateOptions(TakeOptions):
         return self.scroll_navigate_after if self.scroll_navigate_after is not None else self.duration * 500
 
     @property
-    def file_extension(self) -> str:
-        return self.format
-
-    @property
     def content_type(self) -> str:
-        return CONTENT_TYPES[self.format]
+        return self.output_format.media_type
 
 
 SCROLL_FIELDS = frozenset(name for name in AnimateOptions.model_fields

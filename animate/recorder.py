@@ -15,10 +15,10 @@ import time
 from animate.encoder import Encoder, VideoSpec
 from animate.options import FPS, AnimateOptions
 from animate.timeline import Timeline, plan
-from render.browser import Tab
-from render.capture import Environment, Output, open_page
-from render.errors import CaptureTimeout, ErrorDetail, SelectorNotFound
-from render.screenshot import screenshot
+from render.browser.tabs import Tab
+from render.capture.pipeline import Environment, Output, open_page
+from render.capture.screenshot import screenshot
+from render.contract.errors import CaptureTimeout, ErrorDetail, SelectorNotFound
 
 FRAME_QUALITY = 90
 _EVEN_FORMATS = {"mp4", "webm", "avi", "mov"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
-from render.options import TakeOptions
-from render.reference import parameter_tables
+from render.contract.options import TakeOptions
+from render.contract.reference import parameter_tables
 
 
 def animate_markdown() -> str:

@@ -7,8 +7,8 @@
    load of concurrent clients: captures a second it sustains, and CPU, Redis commands and bytes per
    capture, so where one Redis primary saturates can be computed.
 
-    .venv/bin/python bench/capacity.py                 # both (about 3 minutes)
-    .venv/bin/python bench/capacity.py --part queue    # only the queue path
+    .venv/bin/python -m bench.capacity                 # both (about 3 minutes)
+    .venv/bin/python -m bench.capacity --part queue    # only the queue path
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import asyncio
 import multiprocessing
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -30,22 +29,14 @@ import httpx
 import orjson
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from render.contract.wire import JobRequest, JobResult
+from render.queue.keys import SYNC_QUEUE_KEY, WORKERS_SEEN_KEY, alive_key, result_key
+from render.queue.records import ALIVE_TTL_SECONDS, record_job
+from service.organisations import OrganisationStore
+from tests.servers import free_port, process_tree, redis_server, running_service, service_env, start, stop, wait_for  # noqa: E501
+from tests.site import Site
 
-from render.protocol import (  # noqa: E402
-    ALIVE_TTL_SECONDS,
-    SYNC_QUEUE_KEY,
-    WORKERS_SEEN_KEY,
-    JobRequest,
-    JobResult,
-    alive_key,
-    record_job,
-    result_key,
-)
-from service.organisations import OrganisationStore  # noqa: E402
-from tests.servers import free_port, process_tree, redis_server, running_service, service_env, start, stop, wait_for  # noqa: E402,E501
-from tests.site import Site  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -10,7 +10,7 @@ with ads with and without `block_ads`, a cache hit and a 5 s scroll recording. P
 and shots/s for each, the ratios, the time the service spends outside the worker, and the worker's
 memory (Python + Chromium) under load.
 
-    make bench                      # or: .venv/bin/python bench/run.py --shots 30
+    make bench                      # or: .venv/bin/python -m bench.run --shots 30
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -35,21 +34,20 @@ import httpx
 import redis.asyncio as aioredis
 from playwright.async_api import async_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from render.browser import PAGE_SIZE, chromium_binary  # noqa: E402
-from render.settings import RenderSettings  # noqa: E402
-from service.organisations import OrganisationStore  # noqa: E402
-from service.settings import default_workers  # noqa: E402
-from tests.servers import (  # noqa: E402
+from render.browser.chromium import PAGE_SIZE, chromium_binary
+from render.settings import RenderSettings
+from service.organisations import OrganisationStore
+from service.settings import default_workers
+from tests.servers import (
     memory_kib,
     process_tree,
     redis_server,
     resident_pages,
     running_service,
 )
-from tests.site import ROUTES, Site, _html  # noqa: E402
+from tests.site import ROUTES, Site, _html
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SIMPLE_PAGE = """<!DOCTYPE html><html><head><title>Simple</title><style>
 body { font-family: "Liberation Sans", sans-serif; margin: 40px; background: #f7f7fb; color: #222; }

@@ -1,1 +1,1 @@
-"""Render workers: warm Chromium, captures, post-processing. `render.options` is the request contract."""
+"""Render workers: warm Chromium, captures, post-processing. `render.contract.options` is the request contract."""

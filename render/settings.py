@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from typing import Literal
@@ -32,6 +33,45 @@ def region_labels(value: str) -> list[str]:
 def offered_regions() -> list[str]:
     """`SCREENSHOT_REGIONS`: the regions `servers_region` may name (checked at start-up)."""
     return region_labels(os.environ.get("SCREENSHOT_REGIONS", ""))
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_overrides(text: str) -> dict[str, list[IPAddress]]:
+    """`host=ip,host=ip1|ip2`: fixed answers (with several, successive lookups take them in turn)."""
+    overrides: dict[str, list[IPAddress]] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, addresses = entry.partition("=")
+        if not sep or not host.strip():
+            raise ValueError(f"entry {entry!r} is not host=ip (or host=ip1|ip2)")
+        try:
+            overrides[host.strip().lower()] = [ipaddress.ip_address(a.strip()) for a in addresses.split("|")]
+        except ValueError:
+            raise ValueError(f"entry {entry!r}: {addresses!r} is not an IP address (or ip1|ip2)") from None
+    return overrides
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?$")
+
+
+def parse_allowed(text: str) -> tuple[list[IPNetwork], set[str]]:
+    """`10.1.0.0/16,intranet.example`: networks and exact host names opened despite the policy."""
+    networks: list[IPNetwork] = []
+    hosts: set[str] = set()
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+            continue
+        except ValueError:
+            pass
+        # Not a network: a host name, unless it was meant as an address (digits and dots, a prefix length).
+        if "/" in entry or ":" in entry or re.fullmatch(r"[\d.]+", entry) or not _HOST_NAME.match(entry.lower()):
+            raise ValueError(f"entry {entry!r} is neither a network (10.1.0.0/16, 192.0.2.7, 2001:db8::/32) "
+                             "nor a host name")
+        hosts.add(entry.lower())
+    return networks, hosts
 
 
 class RenderSettings(BaseSettings):
@@ -97,16 +137,12 @@ class RenderSettings(BaseSettings):
     @field_validator("allowed_networks")
     @classmethod
     def _allowed_networks(cls, value: str) -> str:
-        from render.network_policy import parse_allowed  # it imports these settings
-
         parse_allowed(value)
         return value
 
     @field_validator("resolve_overrides")
     @classmethod
     def _resolve_overrides(cls, value: str) -> str:
-        from render.network_policy import parse_overrides
-
         parse_overrides(value)
         return value
 

@@ -22,11 +22,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from render.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
+from render.contract.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
 from render.logs import trace_id_var
-from render.network_policy import NetworkPolicy
-from render.protocol import Absences
-from render.redis_client import aclose
+from render.net.policy import NetworkPolicy
+from render.queue import async_jobs
+from render.queue.keys import URL_SECRET_KEY
+from render.queue.records import Absences
+from render.queue.redis_client import aclose
 from render.settings import region_labels
 from service import openapi
 from service.auth import request_facts
@@ -34,9 +36,9 @@ from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
 from service.errors import MethodNotAllowed, RequestBodyTooLarge, RouteNotFound, TemporaryUnavailable
-from service.jobs import JobRecords, sweep_orphans, sweep_unclaimed
+from service.jobs import JobRecords
 from service.metrics import Metrics
-from service.organisations import URL_SECRET_KEY, OrganisationStore
+from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import HOSTED_PREFIX, OWN_PREFIX, Links
 from service.routes import account, bulk, capture, docs, operations, playground
@@ -303,15 +305,15 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 async def _sweep_orphans(connection: redis.Redis, worker_grace: float) -> None:
-    """Every few seconds: finish async jobs whose worker died (service.jobs.sweep_orphans), offer again those
-    lost on their way to a worker (service.jobs.sweep_unclaimed)."""
+    """Every few seconds: finish async jobs whose worker died (render.queue.async_jobs.sweep_orphans), offer again those
+    lost on their way to a worker (render.queue.async_jobs.sweep_unclaimed)."""
     missing_since: dict[str, float] = {}
     absences = Absences(worker_grace)
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
-            await anyio.to_thread.run_sync(sweep_orphans, connection, absences)
-            await anyio.to_thread.run_sync(sweep_unclaimed, connection, missing_since)
+            await anyio.to_thread.run_sync(async_jobs.sweep_orphans, connection, absences)
+            await anyio.to_thread.run_sync(async_jobs.sweep_unclaimed, connection, missing_since)
         except (redis.RedisError, OSError):
             log.warning("sweeping orphaned async jobs failed; retrying", exc_info=True)
 

@@ -18,8 +18,9 @@ from contextlib import asynccontextmanager
 import orjson
 import redis.asyncio as aioredis
 
-from render.options import TakeOptions
-from render.protocol import JobResult
+from render.contract.options import TakeOptions
+from render.contract.wire import JobResult
+from render.queue.keys import cache_lock_key, cache_record_key
 
 DEFAULT_TTL = 14400
 # Parameters that do not change what is rendered (DESIGN §4), and the vision key (a secret; the
@@ -44,14 +45,6 @@ def object_key(organisation: str, digest: str, options: TakeOptions) -> str:
     return f"cache/{organisation}/{digest}.{options.file_extension}"
 
 
-def _record_key(digest: str) -> str:
-    return f"cache:{digest}"
-
-
-def _lock_key(digest: str) -> str:
-    return f"cache-lock:{digest}"
-
-
 class Cache:
     """Entries (JobResult metadata, no bytes) in Redis with the entry's TTL."""
 
@@ -60,7 +53,7 @@ class Cache:
 
     async def get(self, digest: str) -> tuple[JobResult, str] | None:
         """A live entry: the stored result and the reference of the render that made it."""
-        raw = await self._redis.get(_record_key(digest))
+        raw = await self._redis.get(cache_record_key(digest))
         if raw is None:
             return None
         record = orjson.loads(raw)
@@ -70,13 +63,13 @@ class Cache:
 
     async def put(self, digest: str, result: JobResult, reference: str, ttl: int) -> None:
         record = {"result": result.meta(), "reference": reference, "expires": time.time() + ttl}
-        await self._redis.set(_record_key(digest), orjson.dumps(record), ex=ttl)
+        await self._redis.set(cache_record_key(digest), orjson.dumps(record), ex=ttl)
 
     @asynccontextmanager
     async def single_flight(self, digest: str, reference: str, wait_seconds: float) -> AsyncIterator[bool]:
         """True: this request renders (it holds the lock). False: another one rendered it meanwhile (or
         gave up), and the caller should look again before rendering itself."""
-        lock = _lock_key(digest)
+        lock = cache_lock_key(digest)
         if await self._redis.set(lock, reference, nx=True, ex=max(1, int(wait_seconds))):
             try:
                 yield True

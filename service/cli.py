@@ -53,7 +53,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from render.worker import run_worker
+    from render.worker.main import run_worker
 
     settings = _settings()
     if not settings.service.redis_url:
@@ -96,7 +96,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 def _with_store(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run `action(store)` against the configured Redis, or the data dir's embedded one (started
     for the command when the service is not running)."""
-    from render.redis_client import RedisTarget, aclose
+    from render.queue.redis_client import RedisTarget, aclose
     from service.embedded import EmbeddedRedis
     from service.organisations import OrganisationStore
 
@@ -180,9 +180,9 @@ def _source(source: str) -> dict[str, str]:
 
 
 def cmd_take(args: argparse.Namespace) -> int:
-    from render.errors import ServiceError
-    from render.oneshot import take_once
-    from render.options import TakeOptions, parse_take_options
+    from render.contract.errors import ServiceError
+    from render.contract.options import TakeOptions, parse_take_options
+    from render.worker.oneshot import take_once
     from service.cli_options import chosen
 
     settings = _settings()
@@ -213,8 +213,8 @@ def cmd_sign(args: argparse.Namespace, extra: list[str]) -> int:
     """Print a signed GET link: the canonical parameters (access_key included) and their signature. The
     parameters are checked as the endpoint would check them first: a link that would be refused is not signed."""
     from animate.options import AnimateOptions, parse_animate_options
-    from render.errors import RequestNotValid
-    from render.options import TakeOptions, parse_take_options
+    from render.contract.errors import RequestNotValid
+    from render.contract.options import TakeOptions, parse_take_options
     from service.params import list_fields
     from service.settings import ServiceSettings
     from service.signatures import canonical_message, sign
@@ -266,7 +266,7 @@ def _command(commands: Any, name: str, text: str, **kwargs: Any) -> argparse.Arg
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from render.options import TakeOptions
+    from render.contract.options import TakeOptions
     from service.cli_options import add_model_options
 
     parser = argparse.ArgumentParser(prog="screenshot-service", description=__doc__)

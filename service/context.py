@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from render.network_policy import NetworkPolicy
+from render.net.policy import NetworkPolicy
 from service.cache import Cache
 from service.dispatch import Dispatcher
 from service.jobs import JobRecords

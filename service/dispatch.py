@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from functools import partial
 from typing import Any
 
@@ -23,18 +22,10 @@ import redis.asyncio as aioredis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from render.errors import InternalError
-from render.protocol import (
-    JOB_RECORD_TTL_SECONDS,
-    OFFERED_KEY,
-    Absences,
-    JobRequest,
-    JobResult,
-    alive_key,
-    job_key,
-    lanes,
-    result_key,
-)
+from render.contract.errors import InternalError
+from render.contract.wire import JobRequest, JobResult
+from render.queue.keys import OFFERED_KEY, alive_key, job_key, lanes, reply_channel, result_key
+from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences
 from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
@@ -65,7 +56,7 @@ class Dispatcher:
                         for region, (_, name) in self._lanes.items()}
         self.sync_redis = sync_redis
         self._max_queue = max_queue
-        self.reply_channel = f"results:{uuid.uuid4().hex}"
+        self.reply_channel = reply_channel()
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._absences = Absences(worker_grace)
         self._listener: asyncio.Task[None] | None = None
@@ -134,7 +125,7 @@ class Dispatcher:
         region = self._region(job)
         await self._check_room(region)
         # Known as offered until a worker claims it, so a job lost on its way to a worker is offered again
-        # (service.jobs.sweep_unclaimed).
+        # (render.queue.async_jobs.sweep_unclaimed).
         await self._redis.hset(OFFERED_KEY, job.reference, self._queues[region].key)
         await anyio.to_thread.run_sync(partial(
             self._queues[region].enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
@@ -195,7 +186,7 @@ class Dispatcher:
 
     async def worker_died(self, reference: str) -> bool:
         """True when the worker that took the job has stopped beating (killed, crashed, lost) for longer than
-        a Redis failover or a network blink takes (render.protocol.Absences)."""
+        a Redis failover or a network blink takes (render.queue.records.Absences)."""
         worker = await self._redis.hget(job_key(reference), "worker")
         if not worker:
             return False

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import redis
 
-from render.redis_client import RedisTarget, aclose
+from render.queue.redis_client import RedisTarget, aclose
 from service.organisations import OrganisationStore, new_key
 from service.settings import Settings
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from render.errors import ServiceError
+from render.contract.errors import ServiceError
 
 
 @dataclass(frozen=True)

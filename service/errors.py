@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from render.errors import ServiceError, TemporaryUnavailable
+from render.contract.errors import ServiceError, TemporaryUnavailable
 
 __all__ = ["TemporaryUnavailable"]
 

@@ -15,8 +15,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from render.protocol import fresh_local_heartbeats
-from render.redis_client import RedisTarget
+from render.queue.records import fresh_local_heartbeats
+from render.queue.redis_client import RedisTarget
 from service.embedded import EmbeddedRedis
 from service.settings import Settings
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from render.options import TakeOptions
-from render.protocol import JobResult
+from render.contract.options import TakeOptions
+from render.contract.wire import JobResult
 
 
 def percent_encoded(text: str) -> str:

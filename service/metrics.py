@@ -14,7 +14,7 @@ disable_created_metrics()
 
 
 class SharedCounters(Collector):
-    """Counts kept in Redis by the workers and deliverers (render.protocol.COUNTERS_KEY): the same
+    """Counts kept in Redis by the workers and deliverers (render.queue.keys.COUNTERS_KEY): the same
     service-wide totals on every API process. `snapshot` is refreshed by /metrics before each export."""
 
     def __init__(self) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from animate.options import CONTENT_TYPES as VIDEO_TYPES
 from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
-from render.options import IMAGE_FORMATS, TakeOptions
+from render.contract.formats import media_types
+from render.contract.options import TakeOptions
 from service.error_reference import ENTRIES
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -27,11 +27,9 @@ SECURED: list[dict[str, list[str]]] = [{"AccessKeyHeader": []}, {"AccessKeyQuery
 # Field metadata the options model keeps for docs and the playground: OpenAPI extensions here.
 _EXTENSIONS = {"group": "x-group", "shown_default": "x-shown-default"}
 # The default format's type first: generators that read one media type per answer take the first.
-_IMAGE_TYPES = sorted({"jpg": "image/jpeg", "jp2": "image/jp2"}.get(f, f"image/{f}") for f in IMAGE_FORMATS)
-_IMAGE_TYPES.insert(0, _IMAGE_TYPES.pop(_IMAGE_TYPES.index("image/png")))
-_VIDEO_TYPES = sorted(set(VIDEO_TYPES.values()))
-_VIDEO_TYPES.insert(0, _VIDEO_TYPES.pop(_VIDEO_TYPES.index("video/mp4")))
-_DOCUMENT_TYPES = ["application/pdf", "text/html", "text/markdown"]
+_IMAGE_TYPES = media_types("image")
+_VIDEO_TYPES = media_types("video")
+_DOCUMENT_TYPES = media_types("document")
 _BINARY = {"type": "string", "format": "binary"}
 
 

@@ -17,16 +17,12 @@ import redis
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
-ORGS_KEY = "orgs"
-URL_SECRET_KEY = "config:url_signing_secret"  # the generated secret of local storage links
-
-
-def _org_key(org_id: str) -> str:
-    return f"org:{org_id}"
+from render.queue.keys import ORGS_KEY, access_key_key
+from render.queue.keys import org_key as _org_key
 
 
 def _access_key_key(access_key: str) -> str:
-    return f"accesskey:{hashlib.sha256(access_key.encode()).hexdigest()}"
+    return access_key_key(hashlib.sha256(access_key.encode()).hexdigest())
 
 
 def text(value: bytes | str) -> str:

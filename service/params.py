@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel
 
-from render.errors import ErrorDetail, RequestNotValid
+from render.contract.errors import ErrorDetail, RequestNotValid
 
 CREDENTIAL_PARAMS = ("access_key", "signature")
 

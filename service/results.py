@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import orjson
 
-from render.errors import ServiceError
-from render.options import TakeOptions
-from render.protocol import JobResult
+from render.contract.errors import ServiceError
+from render.contract.options import TakeOptions
+from render.contract.wire import JobResult
 from service import metadata
 from storage import Storage
 from storage.local import file_signature, sign_file_url

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from render.redis_client import RedisTarget, parse_sentinels
+from render.queue.redis_client import RedisTarget, parse_sentinels
 from render.settings import RenderSettings
 from storage.settings import StorageSettings
 

@@ -14,63 +14,38 @@ import hashlib
 import hmac
 import logging
 import threading
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
 import redis
-from rq import Queue, Retry, SimpleWorker, get_current_job
+from rq import Queue, SimpleWorker, get_current_job
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from render.egress import REFUSED_HEADER, EgressProxy
-from render.errors import ErrorDetail, RequestNotValid, ServiceError, documentation_at
+from render.contract.errors import ErrorDetail, RequestNotValid, ServiceError, documentation_at
+from render.contract.options import TakeOptions
+from render.contract.wire import JobResult
 from render.logs import trace_id_var
-from render.network_policy import AddressNotAllowed, NetworkPolicy
-from render.options import TakeOptions
-from render.protocol import COUNTERS_KEY, JobResult, mark_job
-from render.redis_client import RedisTarget
-from service.organisations import URL_SECRET_KEY, signing_key_of
+from render.net.egress import EgressProxy
+from render.net.policy import AddressNotAllowed, NetworkPolicy
+from render.net.traffic import REFUSED_HEADER
+from render.queue.deliveries import Delivery
+from render.queue.keys import COUNTERS_KEY, URL_SECRET_KEY, WEBHOOK_QUEUE
+from render.queue.records import mark_job
+from render.queue.redis_client import RedisTarget
+from service.organisations import signing_key_of
 from service.results import Links, Presented, present_error, present_success, with_hosted_names
 from service.settings import Settings
 from storage import open_storage
 
 log = logging.getLogger(__name__)
-WEBHOOK_QUEUE = "webhooks"
-DELIVER_FUNCTION = "service.webhooks.deliver"
 USER_AGENT = "screenshot-service-webhooks/1"
 DELIVERER_TTL_SECONDS = 60  # RQ worker record TTL; a dead deliverer is noticed within it
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What to post where: enough to rebuild the body of the synchronous answer."""
-
-    reference: str
-    organisation: str
-    url: str
-    sign: bool
-    trace_id: str
-    options: dict[str, Any]  # the job's options payload
-    result: dict[str, Any] | None = None  # JobResult fields (no body: by_format bytes are in storage)
-    error: dict[str, Any] | None = None  # the error payload when the job failed
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def schedule_of(text: str) -> list[int]:
     """`60,300,1800` to seconds between attempts."""
     return [int(part) for part in text.replace(" ", "").split(",") if part]
-
-
-def enqueue(connection: redis.Redis, delivery: Delivery, schedule: list[int], timeout: float) -> None:
-    """Queue the first attempt; RQ retries it on the schedule (len(schedule) + 1 attempts in all)."""
-    queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
-    retry = Retry(max=len(schedule), interval=schedule) if schedule else None
-    queue.enqueue_call(DELIVER_FUNCTION, args=(delivery.to_json(),), job_id=f"webhook-{delivery.reference}",
-                       retry=retry, timeout=int(timeout) + 30, result_ttl=86400, failure_ttl=7 * 86400)
-    mark_job(connection, delivery.reference, webhook="pending", webhook_attempts="0")
 
 
 def signature(body: bytes, signing_key: str) -> str:

@@ -24,7 +24,7 @@ import boto3
 import httpx
 import redis
 
-from render.browser import PAGE_SIZE
+from render.browser.chromium import PAGE_SIZE
 from storage.s3 import S3Storage
 from tests.annoyance_pages import TLS_HOSTS
 from tests.tls import authority

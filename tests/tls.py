@@ -1,6 +1,6 @@
 """A certificate authority of the test run, for HTTPS test sites under real host names.
 
-Services under test trust it through SCREENSHOT_CA_CERTIFICATES (render/trust.py), the way an operator
+Services under test trust it through SCREENSHOT_CA_CERTIFICATES (render/browser/trust.py), the way an operator
 would make Chromium trust an internal CA. Nothing here is trusted by anything else on the machine.
 """
 

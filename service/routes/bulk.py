@@ -21,10 +21,10 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from render import request_params, sealing
-from render.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
-from render.options import TakeOptions, parse_take_options
-from render.protocol import JobRequest, JobResult
+from render.contract import request_params, sealing
+from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
+from render.contract.options import TakeOptions, parse_take_options
+from render.contract.wire import JobRequest, JobResult
 from service import openapi
 from service.auth import organisation_of
 from service.context import AppContext

@@ -7,7 +7,6 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import anyio
@@ -15,17 +14,20 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
-from render import request_params, sealing, vision
-from render.errors import CaptureTimeout, ErrorDetail, InternalError, RequestNotValid, ServiceError
-from render.options import TakeOptions, parse_take_options
-from render.protocol import ASYNC_JOB_FUNCTION, JobRequest, JobResult
-from service import cache, jobs, openapi, webhooks
+from render.contract import request_params, sealing
+from render.contract.errors import CaptureTimeout, ErrorDetail, InternalError, ServiceError
+from render.contract.options import TakeOptions, parse_take_options
+from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.queue import deliveries
+from render.queue.keys import ASYNC_JOB_FUNCTION
+from service import cache, openapi, webhooks
 from service.auth import authenticate
 from service.context import AppContext
 from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import RawParams, collect, list_fields, parse_body
 from service.results import Presented, present_success
+from service.webhooks import schedule_of
 from storage import StorageError
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
@@ -110,25 +112,21 @@ def respond(presented: Presented) -> Response:
                     headers=presented.headers)
 
 
-def webhook_settings(options: TakeOptions) -> dict[str, Any] | None:
+def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | None:
+    """Where the job's outcome goes, with this API's retry schedule; None without `webhook_url`."""
     if options.webhook_url is None:
         return None
-    return {"url": options.webhook_url, "sign": options.webhook_sign, "errors": options.webhook_errors}
+    service = context.settings.service
+    return WebhookOrder(url=options.webhook_url, sign=options.webhook_sign, errors=options.webhook_errors,
+                        schedule=schedule_of(service.webhook_retry_schedule), timeout=service.webhook_timeout)
 
 
 async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
                           trace_id: str, result: JobResult) -> None:
     """A synchronous capture with webhook_url: the receiver gets what the caller got."""
-    webhook = webhook_settings(options)
-    assert webhook is not None
     job = JobRequest(reference=reference, organisation=org.id, options=sealing.public_options(options.to_payload()),
-                     trace_id=trace_id, deadline=0)
-    delivery = jobs.webhook_delivery(job, result, webhook)
-    if delivery is not None:
-        service = context.settings.service
-        await anyio.to_thread.run_sync(partial(
-            webhooks.enqueue, context.dispatcher.sync_redis, delivery,
-            webhooks.schedule_of(service.webhook_retry_schedule), service.webhook_timeout))
+                     trace_id=trace_id, deadline=0, webhook=webhook_order(context, options))
+    await anyio.to_thread.run_sync(deliveries.owe, context.dispatcher.sync_redis, job, result)
 
 
 async def start_async(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
@@ -140,11 +138,10 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
         job = JobRequest(
             reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
             deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
-            vision=vision_request(context, options, reference), kind=options.job_kind)
-        await context.records.queued(reference, org.id, job=job, webhook=webhook_settings(options))
-        await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),
-                                        webhook_settings(options)), job_timeout=int(options.timeout + grace),
-                                        ttl=None)
+            kind=options.job_kind, webhook=webhook_order(context, options))
+        await context.records.queued(reference, org.id, job=job)
+        await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),),
+                                        job_timeout=int(options.timeout + grace), ttl=None)
     except BaseException:
         await asyncio.shield(context.quota.settle(org, reference, success=False))
         raise
@@ -204,8 +201,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
             deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
             store_result=store, enqueued_at=time.time(), store_key=store_key,
-            keep_body=keep_body or (store and options.response_type == "by_format"),
-            vision=vision_request(context, options, reference), kind=options.job_kind)
+            keep_body=keep_body or (store and options.response_type == "by_format"), kind=options.job_kind)
         with context.metrics.in_flight.track_inprogress():
             result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                                   record=context.records.queued_fields(org.id))
@@ -228,33 +224,10 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
 
 
 def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:
-    """The JobRequest fields of `options`: what may be stored, and the caller's credentials sealed for the
-    job's worker (render.sealing), never stored as they are."""
-    public, secrets = sealing.split_secrets(options.to_payload())
-    if not secrets:
-        return {"options": public}
-    secret = context.settings.render.job_secret
-    if not secret:
-        names = sorted(secrets)
-        raise RequestNotValid(
-            f"{', '.join(names)}: this server cannot take credentials for the target, as its API and workers "
-            "share no SCREENSHOT_JOB_SECRET to pass them to a worker without storing them. Ask the operator to "
-            "set it.", [ErrorDetail(name, "not accepted by this server") for name in names])
-    return {"options": public, "sealed": sealing.seal_secrets(secrets, secret, reference)}
-
-
-def vision_request(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any] | None:
-    """What the worker needs to ask the vision provider, the caller's key sealed for this job."""
-    if options.vision_provider_api_key is None:
-        return None
-    secret = context.settings.render.job_secret
-    if not secret:
-        raise RequestNotValid(
-            "Vision is not available: this server's API and workers share no SCREENSHOT_JOB_SECRET, so the "
-            "key could not reach a worker without being stored. Ask the operator to set it.",
-            [ErrorDetail("vision_provider_api_key", "not accepted by this server")])
-    return {"key": vision.seal(options.vision_provider_api_key, secret, reference),
-            "prompt": options.vision_prompt, "max_tokens": options.vision_max_tokens}
+    """The JobRequest fields of `options`: what may be stored, and every secret of the job (credentials, the
+    vision key) sealed for its worker in one token (render.contract.sealing), never stored as it is."""
+    public, sealed = sealing.seal_job(options, context.settings.render.job_secret, reference)
+    return {"options": public, "sealed": sealed}
 
 
 @router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},

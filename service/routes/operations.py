@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from render.protocol import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
+from render.queue.keys import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
 from service import error_reference, openapi
 from service.context import AppContext
 from service.errors import RouteNotFound
@@ -32,7 +32,7 @@ async def healthz() -> Response:
             summary="Redis is reachable and a worker was seen recently")
 async def readyz(request: Request) -> Response:
     context: AppContext = request.app.state.context
-    try:  # a probe answers at once: Redis's clients would retry for seconds (render.redis_client)
+    try:  # a probe answers at once: Redis's clients would retry for seconds (render.queue.redis_client)
         async with asyncio.timeout(READINESS_TIMEOUT_SECONDS):
             workers = await context.redis.zcount(WORKERS_SEEN_KEY, time.time() - WORKER_SEEN_WITHIN_SECONDS,
                                                  "+inf")

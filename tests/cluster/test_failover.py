@@ -25,7 +25,7 @@ import httpx
 import pytest
 import redis
 
-from render.redis_client import RedisTarget, aclose, close
+from render.queue.redis_client import RedisTarget, aclose, close
 from service.organisations import OrganisationStore
 from tests.conftest import Org
 from tests.images import decode

@@ -30,8 +30,8 @@ import httpx
 import pytest
 import redis
 
-from render.protocol import job_key
-from render.redis_client import RedisTarget, close
+from render.queue.keys import job_key
+from render.queue.redis_client import RedisTarget, close
 from tests.cluster.network import Host, Network, available, inside, network
 from tests.conftest import Org, _create_org
 from tests.images import decode, near, rgb_at

@@ -98,7 +98,7 @@ def test_take_renders_a_markdown_file(tmp_path: Path) -> None:
 
 
 def test_take_help_lists_every_parameter_and_booleans_stand_alone(tmp_path: Path) -> None:
-    from render.options import TakeOptions
+    from render.contract.options import TakeOptions
 
     shown = cli("take", "--help", env=cli_env(tmp_path)).stdout
     flags = set(re.findall(r"^\s+(--[a-z0-9-]+)", shown, re.M))

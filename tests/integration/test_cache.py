@@ -11,7 +11,7 @@ import orjson
 import pytest
 import redis
 
-from render.options import parse_take_options
+from render.contract.options import parse_take_options
 from service.cache import cache_key
 from tests.conftest import Org, RunningService
 from tests.images import decode, near, rgb_at

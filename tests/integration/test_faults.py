@@ -308,7 +308,9 @@ def test_an_async_job_whose_worker_is_killed_fails_uncharged_and_tells_its_webho
 
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
-    from render.protocol import JOB_RECORD_TTL_SECONDS, SYNC_QUEUE_KEY, JobRequest, job_key, result_key
+    from render.contract.wire import JobRequest
+    from render.queue.keys import SYNC_QUEUE_KEY, job_key, result_key
+    from render.queue.records import JOB_RECORD_TTL_SECONDS
 
     connection = redis.Redis.from_url(store.url)
     reply = connection.pubsub()

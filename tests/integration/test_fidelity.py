@@ -13,7 +13,7 @@ import httpx
 import pytest
 import pyvips
 
-from render.devices import DEVICES
+from render.contract.devices import DEVICES
 from tests import fidelity_pages as pages
 from tests.conftest import Org
 from tests.images import decode, rgb_at

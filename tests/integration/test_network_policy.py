@@ -16,10 +16,11 @@ import httpx
 import pytest
 import redis
 
-from render.errors import RequestNotValid
+from render.contract.errors import RequestNotValid
+from render.queue.deliveries import Delivery
 from render.settings import RenderSettings
 from service.settings import ServiceSettings, Settings, default_workers
-from service.webhooks import Courier, Delivery, DeliveryFailed
+from service.webhooks import Courier, DeliveryFailed
 from storage.settings import StorageSettings
 from tests.conftest import Org
 from tests.images import decode, rgb_at

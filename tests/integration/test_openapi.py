@@ -23,8 +23,8 @@ import pytest
 from playwright.sync_api import Route, sync_playwright
 
 from animate.options import NOT_FOR_RECORDINGS
-from render.browser import chromium_binary
-from render.options import TakeOptions
+from render.browser.chromium import chromium_binary
+from render.contract.options import TakeOptions
 from render.settings import RenderSettings
 from service.error_reference import ENTRIES
 from tests.conftest import Org

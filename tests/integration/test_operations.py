@@ -10,8 +10,8 @@ import httpx
 import pytest
 import redis
 
-from render.redis_client import RedisTarget
-from render.worker import worker_connection
+from render.queue.redis_client import RedisTarget
+from render.worker.main import worker_connection
 from service.settings import default_workers
 from service.webhooks import deliverer_connection
 from tests.conftest import Org

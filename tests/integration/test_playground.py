@@ -20,8 +20,8 @@ import pytest
 import screenshotone.sdk as python_sdk
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from render.browser import chromium_binary
-from render.devices import DEVICE_IDS
+from render.browser.chromium import chromium_binary
+from render.contract.devices import DEVICE_IDS
 from render.settings import RenderSettings
 from service.signatures import sign_params
 from tests.conftest import Org
@@ -184,7 +184,7 @@ def test_the_sdk_table_matches_the_pinned_sdks() -> None:
     """sdks.json names each builder method that differs and each parameter an SDK has no method for:
     a new SDK version fails here until the table says what changed."""
     from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
-    from render.options import TakeOptions
+    from render.contract.options import TakeOptions
 
     table = json.loads((ROOT / "service" / "playground" / "sdks.json").read_text())
     described = subprocess.run(["node", str(ROOT / "tests" / "sdk" / "node_calls.mjs")], input='{"describe": true}',

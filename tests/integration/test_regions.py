@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 
-from render.protocol import job_key
+from render.queue.keys import job_key
 from tests.conftest import Org, _create_org
 from tests.servers import RunningService, running_service, start, stop, wait_for
 from tests.site import Site

@@ -11,12 +11,12 @@ import httpx
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
-from render.browser import BrowserSupervisor
-from render.capture import Environment, capture
-from render.network_policy import NetworkPolicy
-from render.options import parse_take_options
+from render.browser.pool import TabPool
+from render.browser.trust import TrustStoreError
+from render.capture.pipeline import Environment, capture
+from render.contract.options import parse_take_options
+from render.net.policy import NetworkPolicy
 from render.settings import RenderSettings
-from render.trust import TrustStoreError
 from tests.conftest import Org
 from tests.servers import process_tree
 from tests.site import Site
@@ -27,11 +27,11 @@ pytestmark = pytest.mark.browser
 HTML = "<html><body style='margin:0;background:#00ff00'></body></html>"
 
 
-async def shoot(supervisor: BrowserSupervisor) -> bytes:
+async def shoot(supervisor: TabPool) -> bytes:
     options = parse_take_options({"html": HTML, "viewport_width": "50", "viewport_height": "50"})
     tab = await supervisor.acquire()
     try:
-        env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
+        env = Environment(supervisor.settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
         output = await capture(options, tab, env, time.monotonic() + 30)
     finally:
         supervisor.release_soon(tab)
@@ -40,13 +40,13 @@ async def shoot(supervisor: BrowserSupervisor) -> bytes:
 
 def test_lazy_start_restart_after_n_jobs_and_after_a_crash() -> None:
     async def main() -> None:
-        supervisor = BrowserSupervisor(RenderSettings(jobs_per_browser=2))
+        supervisor = TabPool(RenderSettings(jobs_per_browser=2))
         try:
-            assert supervisor._browser is None  # nothing starts before it is needed
+            assert supervisor.chromium.browser is None  # nothing starts before it is needed
             for _ in range(3):
                 assert (await shoot(supervisor)).startswith(b"\x89PNG")
             assert supervisor.restarts == 1  # after the second job
-            browser = supervisor._browser
+            browser = supervisor.chromium.browser
             assert browser is not None
             session = await browser.new_browser_cdp_session()
             try:
@@ -79,7 +79,7 @@ def test_a_hung_page_times_out_and_the_worker_carries_on(client: httpx.Client, o
 
 def test_extra_certificate_authorities_are_trusted_and_only_when_configured(tls_site: Site, tmp_path: Path) -> None:
     async def title(settings: RenderSettings) -> str:
-        supervisor = BrowserSupervisor(settings)
+        supervisor = TabPool(settings)
         tab = await supervisor.acquire()
         try:
             await tab.page.goto(tls_site.url("/article.html"))
@@ -93,9 +93,9 @@ def test_extra_certificate_authorities_are_trusted_and_only_when_configured(tls_
         asyncio.run(title(RenderSettings()))
     (tmp_path / "empty.pem").write_text("not a certificate\n")
     with pytest.raises(TrustStoreError, match="holds no PEM certificate"):
-        BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "empty.pem")))
+        TabPool(RenderSettings(ca_certificates=str(tmp_path / "empty.pem")))
     with pytest.raises(TrustStoreError, match="cannot read"):
-        BrowserSupervisor(RenderSettings(ca_certificates=str(tmp_path / "missing.pem")))
+        TabPool(RenderSettings(ca_certificates=str(tmp_path / "missing.pem")))
 
 
 def test_png_compression_changes_the_bytes_never_the_pixels() -> None:
@@ -108,10 +108,10 @@ def test_png_compression_changes_the_bytes_never_the_pixels() -> None:
     options = parse_take_options({"html": page, "viewport_width": "400", "viewport_height": "300"})
 
     async def capture_with(compression: str) -> bytes:
-        supervisor = BrowserSupervisor(RenderSettings(png_compression=compression))  # type: ignore[arg-type]
+        supervisor = TabPool(RenderSettings(png_compression=compression))  # type: ignore[arg-type]
         try:
             tab = await supervisor.acquire()
-            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
+            env = Environment(supervisor.settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
             return (await capture(options, tab, env, time.monotonic() + 30)).body
         finally:
             await supervisor.close()
@@ -128,12 +128,12 @@ def test_without_its_sandbox_chromium_runs_no_zygote_and_no_network_process() ->
     """Unsandboxed, the zygotes and the network service's own process isolate nothing: renderers start
     directly and the network service runs in the browser process (UNSANDBOXED_ARGS)."""
     async def main() -> list[str]:
-        supervisor = BrowserSupervisor(RenderSettings())
+        supervisor = TabPool(RenderSettings())
         try:
             assert (await shoot(supervisor)).startswith(b"\x89PNG")  # the network service still serves
             tab = await supervisor.acquire("org")  # held open: its renderer is there (and no spare is made)
             await tab.page.set_content(HTML)
-            processes = await (await supervisor._browser_session()).send("SystemInfo.getProcessInfo")
+            processes = await (await supervisor.chromium.session()).send("SystemInfo.getProcessInfo")
             browser = next(process["id"] for process in processes["processInfo"] if process["type"] == "browser")
             return [Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") for pid in process_tree(browser)]
         finally:
@@ -151,15 +151,15 @@ def test_chromium_frees_what_a_job_left_when_over_its_memory_budget(site: Site) 
     budget, Chromium is told to free its caches and the kept page's renderer collects the garbage before the
     next job. 0 never does, and the garbage stays."""
     async def after_the_job(budget: int) -> tuple[int, int, int]:
-        supervisor = BrowserSupervisor(RenderSettings(chromium_memory_mb=budget))
+        supervisor = TabPool(RenderSettings(chromium_memory_mb=budget))
         try:
             tab = await supervisor.acquire("org")
             await tab.page.goto(site.url("/bloat.html"))
-            during = await supervisor._private_memory()
+            during = await supervisor.chromium.private_memory()
             supervisor.release_soon(tab, owner="org", origins=[site.base])
             tab = await supervisor.acquire("org")  # waits for the release (and the relief)
             await asyncio.sleep(0.5)
-            after = await supervisor._private_memory()
+            after = await supervisor.chromium.private_memory()
             supervisor.release_soon(tab, owner="org")
             return during >> 20, after >> 20, supervisor.memory_reliefs
         finally:
@@ -188,10 +188,10 @@ def test_low_memory_mode_caps_the_javascript_heap_and_keeps_every_pixel() -> Non
                                   "device_scale_factor": "2"})
 
     async def capture_with(low_memory: bool) -> tuple[bytes, float]:
-        supervisor = BrowserSupervisor(RenderSettings(chromium_low_memory=low_memory))
+        supervisor = TabPool(RenderSettings(chromium_low_memory=low_memory))
         try:
             tab = await supervisor.acquire()
-            env = Environment(supervisor._settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
+            env = Environment(supervisor.settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
             limit = await tab.page.evaluate("performance.memory.jsHeapSizeLimit")
             return (await capture(options, tab, env, time.monotonic() + 30)).body, limit
         finally:

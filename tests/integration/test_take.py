@@ -138,7 +138,7 @@ def test_device_presets_give_their_pixel_size(client: httpx.Client, org: Org, si
 
 def test_every_preset_reaches_the_page(client: httpx.Client, org: Org, site: Site) -> None:
     """Each preset's viewport, scale, touch, mobile user agent and orientation, as the page sees them."""
-    from render.devices import DEVICES
+    from render.contract.devices import DEVICES
 
     def probe(name: str) -> dict:
         response = take(client, org, url=site.url("/probe.html"), viewport_device=name, format="html")

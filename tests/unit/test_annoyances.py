@@ -1,6 +1,6 @@
 """The rules files of block_chats and block_socials, how a request is matched to a widget, and the
 autoconsent block_cookie_banners runs: installed at the pinned version, connected to the worker by
-render/js/consent.js."""
+render/page/js/consent.js."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Frame
 
-from render import consent
-from render.annoyances import Annoyances, platforms
-from render.options import TakeOptions
+from render.contract.options import TakeOptions
+from render.page import consent
+from render.page.annoyances import Annoyances, platforms
 from render.settings import RenderSettings
 from tests.annoyance_pages import KINDS
 

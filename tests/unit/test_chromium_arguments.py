@@ -7,7 +7,7 @@ from pathlib import Path
 
 import playwright
 
-from render.browser import (
+from render.browser.chromium import (
     DISABLED_FEATURES,
     PLAYWRIGHT_DISABLED_FEATURES,
     PLAYWRIGHT_ENABLED_FEATURES,

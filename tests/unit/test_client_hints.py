@@ -1,10 +1,10 @@
-"""Client hints derived from a user agent (render.client_hints), against what real browsers send."""
+"""Client hints derived from a user agent (render.browser.client_hints), against what real browsers send."""
 
 from __future__ import annotations
 
 import pytest
 
-from render.client_hints import brands, platform_of, user_agent_override
+from render.browser.client_hints import brands, platform_of, user_agent_override
 
 
 def header(listed: list[dict[str, str]]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from render.protocol import QUEUE_NAME, SYNC_QUEUE_KEY
+from render.queue.keys import QUEUE_NAME, SYNC_QUEUE_KEY
 from render.settings import PROXY_VARIABLE, RenderSettings
 from service.cli import build_parser
 from service.routes.operations import router as operations
@@ -158,7 +158,7 @@ def assert_failover_within_the_workers_grace(sentinel_config: str) -> None:
     """The sentinels must have promoted a replica (down-after, then about 1.5 s) before a worker whose beats
     stopped reaching Redis is taken for dead (its key's lifetime and the grace), or a failover fails the
     captures in progress."""
-    from render.protocol import ALIVE_TTL_SECONDS
+    from render.queue.records import ALIVE_TTL_SECONDS
 
     grace = ServiceSettings.model_fields["worker_grace"].default
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from render.devices import DEVICES, resolve_viewport
-from render.options import parse_take_options
+from render.contract.devices import DEVICES, resolve_viewport
+from render.contract.options import parse_take_options
 
 SPEC_PRESETS = {
     "iphone_se": (375, 667, 2), "iphone_xr": (414, 896, 2), "iphone_11": (414, 896, 2),

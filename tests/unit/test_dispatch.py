@@ -9,7 +9,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from render.protocol import JobRequest
+from render.contract.wire import JobRequest
 from service.dispatch import Dispatcher
 from service.errors import TemporaryUnavailable
 

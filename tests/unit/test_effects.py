@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyvips
 
-from render.effects import blur, watermark
+from render.output.effects import blur, watermark
 
 
 def text_image() -> pyvips.Image:

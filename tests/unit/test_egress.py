@@ -1,4 +1,4 @@
-"""The egress proxy as a boundary (render/egress.py), driven by raw sockets the way a hostile or buggy
+"""The egress proxy as a boundary (render/net/egress.py), driven by raw sockets the way a hostile or buggy
 client would: keep-alive reuse, pipelining, tunnels kept across jobs, malformed and huge requests, slow
 clients, and fuzzed input. No browser: the client is this test, the targets are loopback servers.
 
@@ -23,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from render import egress
-from render.egress import EgressProxy, Upstream
-from render.network_policy import NetworkPolicy
+from render.net import http1
+from render.net.egress import EgressProxy
+from render.net.policy import NetworkPolicy
+from render.net.traffic import REFUSED_HEADER, Upstream
 
 HOSTS = {"a.test": "127.0.0.2", "b.test": "127.0.0.3", "secret.test": "127.0.0.1"}
 
@@ -157,14 +158,14 @@ async def rig() -> AsyncIterator[Rig]:
                            [ipaddress.ip_network("127.0.0.2/32"), ipaddress.ip_network("127.0.0.3/32")], set())
     proxy = EgressProxy(policy)
     failures = _Failures()
-    egress.log.addHandler(failures)
+    logging.getLogger("render.net").addHandler(failures)  # the proxy and its HTTP/1 side
     running = Rig(proxy, targets, port, failures.records)
     try:  # whatever fails, nothing is left open: a socket left to the garbage collector fails a later test
         await proxy.start()
         proxy.begin_job(None)
         yield running
     finally:
-        egress.log.removeHandler(failures)
+        logging.getLogger("render.net").removeHandler(failures)
         for client in running.clients:
             client.close()
             with contextlib.suppress(ConnectionError):
@@ -223,7 +224,7 @@ def test_a_kept_alive_connection_sends_each_request_to_its_own_host() -> None:
             writer.write(get(rig.url(host, "/keep")))
             status, headers, body = await read_response(reader)
             if host == "secret.test":
-                assert status == 403 and headers[egress.REFUSED_HEADER] == "refused"
+                assert status == 403 and headers[REFUSED_HEADER] == "refused"
             else:
                 assert (status, body) == (200, host.encode())
         assert [path for path, _, _ in rig.targets["a.test"].seen] == ["/keep", "/keep"]
@@ -342,8 +343,8 @@ def test_malformed_requests_are_refused_and_reach_nobody(raw: bytes, status: int
 
 
 def test_a_slow_client_is_dropped_and_an_idle_one_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(egress, "HEAD_TIMEOUT_SECONDS", 0.5)
-    monkeypatch.setattr(egress, "IDLE_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(http1, "HEAD_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(http1, "IDLE_TIMEOUT_SECONDS", 0.5)
 
     async def test(rig: Rig) -> None:
         reader, writer = await rig.connect()

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from animate.options import AnimateOptions, parse_animate_options
-from render.errors import RequestNotValid
-from render.options import TakeOptions, parse_take_options
+from render.contract.errors import RequestNotValid
+from render.contract.options import TakeOptions, parse_take_options
 from service.params import collect, parse_body
 
 TAKE_NAMES = sorted(field.alias or name for name, field in TakeOptions.model_fields.items())

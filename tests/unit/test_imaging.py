@@ -7,8 +7,8 @@ import time
 import pytest
 import pyvips
 
-from render import imaging
-from render.errors import ResultingImageTooLarge
+from render.contract.errors import ResultingImageTooLarge
+from render.output import imaging
 
 
 def red_blue(width: int = 64, height: int = 48) -> pyvips.Image:
@@ -74,7 +74,7 @@ def test_resize_step_and_deadline() -> None:
     source = imaging.encode(red_blue(), imaging.EncodeOptions("png", 80))
     image = imaging.run_pipeline(imaging.decode(source), [imaging.resize(32, 24)], deadline=time.monotonic() + 10)
     assert (image.width, image.height) == (32, 24)
-    from render.errors import CaptureTimeout
+    from render.contract.errors import CaptureTimeout
 
     with pytest.raises(CaptureTimeout):
         imaging.run_pipeline(imaging.decode(source), [imaging.resize(32, 24)], deadline=time.monotonic() - 1)

@@ -6,8 +6,8 @@ import logging
 
 import pyvips
 
-from render import imaging
 from render.logs import configure
+from render.output import imaging
 
 
 class Kept(logging.Handler):

@@ -7,15 +7,14 @@ import ipaddress
 
 import pytest
 
-from render.errors import RequestNotValid
-from render.network_policy import (
+from render.contract.errors import RequestNotValid
+from render.net.policy import (
     AddressNotAllowed,
     NetworkPolicy,
     check_main_url,
     is_public_address,
-    parse_allowed,
-    parse_overrides,
 )
+from render.settings import parse_allowed, parse_overrides
 
 
 @pytest.mark.parametrize(("address", "public"), [
@@ -55,7 +54,7 @@ def test_special_use_names_need_no_dns() -> None:
     policy = NetworkPolicy()
     assert [str(a) for a in asyncio.run(policy.resolve("LOCALHOST"))] == ["127.0.0.1", "::1"]
     assert [str(a) for a in asyncio.run(policy.resolve("app.localhost"))] == ["127.0.0.1", "::1"]
-    from render.errors import NameNotResolved
+    from render.contract.errors import NameNotResolved
 
     with pytest.raises(NameNotResolved, match="never resolve"):
         asyncio.run(policy.resolve("anything.invalid"))

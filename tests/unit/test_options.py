@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from render.errors import RequestNotValid
-from render.options import TakeOptions, parse_take_options
+from render.contract.errors import RequestNotValid
+from render.contract.options import TakeOptions, parse_take_options
 
 URL = "https://example.com/"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from render.errors import RequestNotValid
+from render.contract.errors import RequestNotValid
 from service.params import collect, parse_body
 
 ARRAYS = frozenset({"hide_selectors"})

@@ -20,7 +20,7 @@ def test_settings_table_matches_the_settings_classes() -> None:
 
 
 def test_parameter_reference_is_current() -> None:
-    from render.reference import parameters_markdown
+    from render.contract.reference import parameters_markdown
 
     assert (ROOT / "docs" / "parameters.md").read_text() == parameters_markdown(), "run `make docs`"
 

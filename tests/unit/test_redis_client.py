@@ -1,4 +1,4 @@
-"""How the roles reach Redis (render/redis_client.py): Sentinel addresses, the settings that name them, and
+"""How the roles reach Redis (render/queue/redis_client.py): Sentinel addresses, the settings that name them, and
 no password in what gets printed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis.connection
 
-from render.redis_client import RedisTarget, parse_sentinels
+from render.queue.redis_client import RedisTarget, parse_sentinels
 from service.settings import ServiceSettings, SettingsError, load_settings
 
 

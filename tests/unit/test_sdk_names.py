@@ -1,12 +1,12 @@
-"""The names the hosted API's official SDKs send for parameters of ours (render.options.SDK_ALIASES)."""
+"""The names the hosted API's official SDKs send for parameters of ours (render.contract.options.SDK_ALIASES)."""
 
 from __future__ import annotations
 
 import pytest
 
 from animate.options import parse_animate_options
-from render.errors import RequestNotValid
-from render.options import parse_take_options
+from render.contract.errors import RequestNotValid
+from render.contract.options import parse_take_options
 
 SECRET = "sk-test-do-not-echo-1234"
 

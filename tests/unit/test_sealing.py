@@ -1,13 +1,14 @@
-"""Credentials cross the queue sealed (render/sealing.py): split from the options, opened only with the same
+"""Credentials cross the queue sealed (render/contract/sealing.py): split from the options, opened only with the same
 secret for the same job."""
 
 from __future__ import annotations
 
 import pytest
 
-from render import sealing
-from render.options import parse_take_options
-from render.request_context import without_url_credentials
+from render.contract import sealing
+from render.contract.errors import RequestNotValid
+from render.contract.options import TakeOptions, parse_take_options
+from render.page.request_context import without_url_credentials
 
 
 def test_credentials_are_split_from_what_may_be_stored() -> None:
@@ -31,6 +32,33 @@ def test_sealed_secrets_open_only_for_their_job_and_secret() -> None:
             sealing.unseal_secrets(token, secret, reference)
     with pytest.raises(sealing.Unsealable):
         sealing.unseal_secrets("not a token", "secret-a", "job-1")
+
+
+def test_one_token_carries_every_secret_of_a_job_and_opens_only_for_it() -> None:
+    options = parse_take_options({"url": "https://example.com/", "cookies": ["sid=1"], "format": "webp",
+                                  "vision_provider_api_key": "sk-live-123", "vision_prompt": "What is shown?"})
+    public, token = sealing.seal_job(options, "secret-a", "job-1")
+    assert public == {"url": "https://example.com/", "format": "webp"}
+    assert token is not None and "sk-live-123" not in token and "sid=1" not in token and "What" not in token
+    opened = TakeOptions.model_validate(sealing.open_job(public, token, "secret-a", "job-1"))
+    assert (opened.cookies, opened.vision_provider_api_key, opened.vision_prompt) == (
+        ["sid=1"], "sk-live-123", "What is shown?")
+    for secret, reference in (("secret-b", "job-1"), ("secret-a", "job-2")):
+        with pytest.raises(RequestNotValid) as caught:
+            sealing.open_job(public, token, secret, reference)
+        assert "SCREENSHOT_JOB_SECRET" in caught.value.message and "vision" in caught.value.message
+
+
+def test_a_server_without_a_job_secret_refuses_secrets_naming_them() -> None:
+    options = parse_take_options({"url": "https://example.com/", "authorization": "Bearer t",
+                                  "vision_provider_api_key": "sk-live-123", "vision_max_tokens": 20})
+    with pytest.raises(RequestNotValid) as caught:
+        sealing.seal_job(options, "", "job-1")
+    assert [detail.field for detail in caught.value.details] == ["authorization", "vision_provider_api_key"]
+    assert "sk-live-123" not in caught.value.message and "Bearer" not in caught.value.message
+    plain = parse_take_options({"url": "https://example.com/"})
+    assert sealing.seal_job(plain, "", "job-1") == ({"url": "https://example.com/"}, None)
+    assert sealing.open_job({"url": "https://example.com/"}, None, "", "job-1") == {"url": "https://example.com/"}
 
 
 @pytest.mark.parametrize(("url", "authorization", "expected"), [

@@ -1,4 +1,4 @@
-"""The vision key's sealing, and the provider call's failures that need no browser."""
+"""The provider call's failures that need no browser (the key's sealing: tests/unit/test_sealing.py)."""
 
 from __future__ import annotations
 
@@ -7,26 +7,15 @@ import time
 
 import pytest
 
-from render import vision
-from render.errors import CaptureTimeout, NetworkError, RequestNotValid
+from render.contract.errors import CaptureTimeout, NetworkError, RequestNotValid
+from render.output import vision
 from tests.receivers import Received, Receiver
 from tests.servers import free_port
 
 
-def test_a_sealed_key_opens_only_for_its_job_and_secret() -> None:
-    token = vision.seal("sk-live-123", "secret-a", "job-1")
-    assert "sk-live-123" not in token
-    assert vision.unseal(token, "secret-a", "job-1") == "sk-live-123"
-    for secret, reference in (("secret-b", "job-1"), ("secret-a", "job-2")):
-        with pytest.raises(RequestNotValid) as caught:
-            vision.unseal(token, secret, reference)
-        assert caught.value.details[0].field == "vision_provider_api_key"
-        assert "SCREENSHOT_JOB_SECRET" in caught.value.message
-
-
 @pytest.mark.parametrize("key", ["clé-été", "two words", "", "tab\there"])
 def test_a_key_that_cannot_travel_in_a_header_is_refused_naming_it(key: str) -> None:
-    from render.options import parse_take_options
+    from render.contract.options import parse_take_options
 
     with pytest.raises(RequestNotValid) as caught:
         parse_take_options({"url": "https://example.com", "vision_provider_api_key": key})

@@ -1,0 +1,370 @@
+"""One capture in a prepared tab: set up, load, prepare, check, and produce the requested output."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import Response
+
+from render.browser.tabs import Tab
+from render.capture import fullpage
+from render.capture.regions import Region, region_for, scroll_into_view
+from render.capture.screenshot import screenshot
+from render.contract.errors import (
+    ErrorDetail,
+    NameNotResolved,
+    NetworkError,
+    RequestNotValid,
+    ResultingImageTooLarge,
+    ServiceError,
+)
+from render.contract.formats import FORMATS, IMAGE_FORMATS
+from render.contract.options import TakeOptions
+from render.contract.request_params import country_proxy
+from render.net.egress import EgressProxy
+from render.net.policy import AddressNotAllowed, NetworkPolicy, check_main_url
+from render.net.traffic import REFUSED_HEADER, Upstream
+from render.output import effects, imaging, metadata
+from render.output.documents import html_to_markdown
+from render.page import motion, preparation, request_context
+from render.page.annoyances import Annoyances
+from render.page.blocking import FilterLists, RequestBlocker
+from render.page.blocking import wanted as blocking_wanted
+from render.page.consent import RuleSet, consent_rule_set
+from render.page.emulation import emulate, emulate_page
+from render.page.failure_rules import FailedRequestWatch, check_content, check_gpu
+from render.page.navigation import check_host_status, load_source
+from render.page.preparation import prepare, prepares
+from render.settings import RenderSettings
+
+# Chromium encodes these itself; the others go through pyvips.
+# What Chromium encodes itself when nothing is done to the image afterwards. Not WebP: a fast PNG capture
+# and libvips (effort 2) make the same size in about two thirds of the time (1280x1024, measured: 78 ms
+# against 115 for a simple page, 140 against 150 for a photo-heavy one).
+CSS_PX_PER_INCH = 96
+PAPER_INCHES = {  # width, height in portrait
+    "a0": (33.1, 46.8), "a1": (23.4, 33.1), "a2": (16.54, 23.4), "a3": (11.7, 16.54),
+    "a4": (8.27, 11.7), "a5": (5.83, 8.27), "a6": (4.13, 5.83),
+    "letter": (8.5, 11), "legal": (8.5, 14), "tabloid": (11, 17),
+}
+
+
+@dataclass
+class Output:
+    """A finished capture."""
+
+    body: bytes
+    format: str
+    content_type: str
+    width: int | None = None
+    height: int | None = None
+    blocked_requests: int = 0  # connections the network policy refused
+    metadata: dict[str, Any] = field(default_factory=dict)  # the JSON body's fields (render.output.metadata)
+    content: tuple[bytes, str, str] | None = None  # metadata_content: body, extension, content type
+
+
+@dataclass
+class Environment:
+    """What a capture runs with besides its tab: settings, the network policy and its proxy."""
+
+    settings: RenderSettings
+    policy: NetworkPolicy
+    chrome_version: str  # the running Chromium's, "156.0.8078.79"
+    egress: EgressProxy | None = None
+    lists: FilterLists = field(default_factory=FilterLists)
+
+    @property
+    def consent_rules(self) -> RuleSet | None:
+        """autoconsent as installed (render/page/consent.py), None when it is not."""
+        return consent_rule_set(self.settings)
+
+
+@dataclass
+class LoadedPage:
+    """A page loaded and prepared for one or more outputs."""
+
+    response: Response | None
+    watermark: bytes | None
+
+
+async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
+    """Run one capture; `deadline` is a `time.monotonic()` instant."""
+    return await produce(options, tab, env, deadline, await open_page(options, tab, env, deadline))
+
+
+async def capture_variants(variants: list[TakeOptions], tab: Tab, env: Environment, deadline: float
+                           ) -> list[Output | ServiceError]:
+    """Load the page of `variants[0]` once and derive each variant's output from it (bulk `optimize`:
+    the variants differ only in output options). A variant's own failure does not stop the others."""
+    loaded = await open_page(variants[0], tab, env, deadline)
+    outputs: list[Output | ServiceError] = []
+    for options in variants:
+        try:
+            check_viewport_size(options, env.settings)
+            outputs.append(await produce(options, tab, env, deadline, loaded))
+        except ServiceError as error:
+            outputs.append(error)
+    return outputs
+
+
+async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> LoadedPage:
+    """Everything before the output: policy checks, emulation, loading, blocking, preparation, checks."""
+    check_gpu(options)
+    options = request_context.without_url_credentials(options)
+    if env.egress is not None:
+        env.egress.begin_job(await _upstream(options, env.policy))
+    # Fetched first: a watermark that cannot be had fails the job before any rendering.
+    picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
+        options.watermark_image_url) else None
+    if options.url is not None:
+        await check_main_url(options.url, env.policy)
+    check_viewport_size(options, env.settings)
+    await emulate(tab, options.viewport, env.chrome_version)
+    await emulate_page(tab, options)
+    await request_context.apply(tab, options)
+    annoyances = Annoyances(options, env.consent_rules)
+    blocker = RequestBlocker(options, env.lists, annoyances) if blocking_wanted(options) else None
+    if blocker is not None or annoyances.changes_page or options.fail_if_request_failed or options.click \
+            or options.hover:
+        tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
+    if blocker is not None:
+        await blocker.attach(tab.page)
+    await annoyances.install(tab)
+    failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
+    response = await _load(tab, options, env, deadline)
+    if blocker is not None:
+        await blocker.hide_ad_elements(tab.page)
+    await annoyances.clear(tab.page, deadline)  # before preparing: overlays would be in the way of clicks
+    await prepare(tab.page, options, deadline)
+    if options.delay:
+        await asyncio.sleep(options.delay)
+    if options.delay or prepares(options):
+        await annoyances.clear(tab.page, deadline)  # what appeared meanwhile
+    if options.reduce_motion:
+        await motion.reduce(tab.page)
+    await check_content(tab.page, options)
+    failed_requests.check(options)
+    return LoadedPage(response, picture)
+
+
+async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: float, loaded: LoadedPage) -> Output:
+    """The output `options` ask of a loaded page, with its metadata."""
+    settings = env.settings
+    if options.format in IMAGE_FORMATS:
+        output = await _image(options, tab, settings, deadline, loaded.watermark)
+    elif options.format == "pdf":
+        output = Output(await _pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
+    elif options.format == "html":
+        output = Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
+    else:
+        markdown = html_to_markdown(await metadata.readable_html(tab, options))
+        output = Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
+    if metadata.wanted(options):
+        output.metadata = await metadata.collect(tab, options, loaded.response)
+    if options.metadata_content:
+        output.content = await metadata.content(tab, options)
+    if len(output.body) > settings.max_result_bytes:
+        raise ResultingImageTooLarge(
+            f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
+            "(setting SCREENSHOT_MAX_RESULT_BYTES).")
+    if env.egress is not None:
+        output.blocked_requests = sum(1 for refusal in env.egress.refusals if refusal.kind == "policy")
+    return output
+
+
+async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
+    """The job's upstream proxy: the caller's `proxy` (under the network policy) or the operator's
+    proxy for `ip_country_code` (trusted: it is configuration); hosts of `proxy_bypass_hosts` are reached
+    directly (still under the network policy)."""
+    bypass = tuple(pattern.lower() for pattern in options.proxy_bypass_hosts)
+    if options.proxy is not None:
+        host, port, authorization = Upstream.parse(options.proxy)
+        try:
+            address = await policy.checked_address(host)
+        except AddressNotAllowed as refused:
+            raise RequestNotValid(f"proxy: {refused}.", [ErrorDetail("proxy", "address not allowed")]) from None
+        return Upstream(host, str(address), port, authorization, bypass)
+    country_url = country_proxy(options)
+    if country_url is not None:
+        host, port, authorization = Upstream.parse(country_url)
+        return Upstream(host, str((await policy.resolve(host))[0]), port, authorization, bypass)
+    return None
+
+
+async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> Response | None:
+    """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
+    does not resolve) is reported as such, not as the host's error or a generic network failure."""
+    try:
+        egress = env.egress
+        response = await load_source(tab.page, options, deadline, check_status=False, refused_hosts=(
+            (lambda: {refusal.host for refusal in egress.refusals}) if egress is not None else frozenset))
+    except NetworkError:
+        # An https navigation the egress refused fails its tunnel: the refusal says why.
+        # Chromium may reach for other hosts meanwhile (an error page asks accounts.google.com): the
+        # refusal of the page's own host explains the failure, else the first one (a redirect's target).
+        refusals = env.egress.refusals if env.egress is not None else []
+        host = urlsplit(options.url or "").hostname
+        refusal = next((r for r in refusals if r.host == host), refusals[0] if refusals else None)
+        if refusal is not None and refusal.kind == "unresolved":
+            raise NameNotResolved(refusal.reason) from None
+        if refusal is not None:
+            raise NetworkError(f"Could not load {options.url or 'the page'}: {refusal.reason}.") from None
+        raise
+    if response is None:
+        return None
+    # A plain-http navigation the egress refused gets the egress's own answer, marked as such.
+    marker = response.headers.get(REFUSED_HEADER)
+    if marker == "unresolved":
+        raise NameNotResolved(await response.text())
+    if marker:
+        raise NetworkError(f"Could not load {options.url}: {await response.text()}.")
+    check_host_status(response, options)
+    return response
+
+
+def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:
+    scale = options.viewport.scale
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def check_viewport_size(options: TakeOptions, settings: RenderSettings) -> None:
+    """Refuse a viewport capture too large for its format before rendering anything."""
+    if options.format in IMAGE_FORMATS and not (options.full_page or options.selector or options.clip_x is not None):
+        check_planned_size(options, *_device_size(options.viewport.width, options.viewport.height, options), settings)
+
+
+def check_planned_size(options: TakeOptions, width: int, height: int, settings: RenderSettings) -> None:
+    """Refuse before encoding (or loading) what the output format or the pixel budget cannot hold."""
+    out_w, out_h = imaging.fit_size(width, height, options.image_width, options.image_height)
+    imaging.check_output_size(out_w, out_h, options.format, settings.max_image_pixels)
+    imaging.check_output_size(width, height, "png", settings.max_image_pixels)  # the capture itself
+
+
+async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
+                 picture: bytes | None) -> Output:
+    fmt = options.format
+    palette = fmt == "png" and "image_quality" in options.model_fields_set
+    encode_options = imaging.EncodeOptions(fmt, options.image_quality, palette=palette)
+    scale = options.viewport.scale
+    fast_final = settings.png_compression == "fast"  # for a result Chromium encodes (PNG; no effect on others)
+    marks = ([effects.watermark(options.watermark, picture, options.watermark_opacity)]
+             if options.watermark or picture is not None else [])
+    if options.full_page:
+        native = FORMATS[fmt].chromium
+        as_captured = (native is not None and not palette and not marks and not options.blur
+                       and options.image_width is None and options.image_height is None)
+        slices, width, height = await fullpage.capture_slices(
+            tab, options, options.viewport, settings.max_image_pixels, deadline,
+            final_format=native if as_captured else None, fast_final=fast_final)
+        check_planned_size(options, width, height, settings)
+        if as_captured and len(slices) == 1:  # encoded once, by Chromium, like a viewport capture
+            body = slices[0].image
+            actual_w, actual_h = imaging.image_size(body)
+            return Output(body, fmt, FORMATS[fmt].media_type, actual_w, actual_h)
+        target = imaging.fit_size(width, height, options.image_width, options.image_height)
+        parts = [(s.image, s.skip_rows, s.rows) for s in slices]
+        blurs = await _blurs(tab, options, (0.0, 0.0), scale)
+        return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
+                             encode_options, deadline)
+    await scroll_into_view(tab.page, options)
+    region = await region_for(tab.page, options)
+    if region is not None:
+        width, height = region.device_size(scale)
+        check_planned_size(options, width, height, settings)
+        origin = (region.x, region.y)
+    else:
+        width, height = _device_size(options.viewport.width, options.viewport.height, options)
+        origin = (0.0, 0.0)
+        if options.blur:
+            scroll_x, scroll_y = await tab.page.evaluate("() => [scrollX, scrollY]")
+            origin = (float(scroll_x), float(scroll_y))
+    target = imaging.fit_size(width, height, options.image_width, options.image_height)
+    blurs = await _blurs(tab, options, origin, scale)
+    native = FORMATS[fmt].chromium
+    if native is not None and target == (width, height) and not palette and not (blurs or marks):
+        body = await _shot(tab, region, native, options, fast=fast_final)
+        actual_w, actual_h = imaging.image_size(body)
+        return Output(body, fmt, FORMATS[fmt].media_type, actual_w, actual_h)
+    # pyvips re-encodes anyway, so Chromium's PNG only needs to be fast, not small.
+    raw = await _shot(tab, region, "png", options, fast=True)
+    return await _encode(lambda: imaging.decode(raw), [*blurs, imaging.resize(*target), *marks], encode_options,
+                         deadline)
+
+
+async def _blurs(tab: Tab, options: TakeOptions, origin: tuple[float, float], scale: float) -> list[imaging.Step]:
+    """The blur step for the boxes of `blur`'s elements, relative to the captured area's origin."""
+    if not options.blur:
+        return []
+    for index, selector in enumerate(options.blur):  # refused by name, not a script error (a 500)
+        await preparation.check_selector(tab.page, f"blur.{index}", selector)
+    boxes = await effects.element_boxes(tab.page, options.blur)
+    return [effects.blur(effects.to_image_pixels(boxes, origin, scale))] if boxes else []
+
+
+async def _shot(tab: Tab, region: Region | None, fmt: str, options: TakeOptions, *, fast: bool) -> bytes:
+    return await screenshot(tab, fmt, options.image_quality, fast=fast, transparent=options.omit_background,
+                            clip=region.as_clip() if region else None,
+                            beyond_viewport=region.beyond_viewport if region else False)
+
+
+async def _encode(source: imaging.Source, steps: list[imaging.Step], encode_options: imaging.EncodeOptions,
+                  deadline: float) -> Output:
+    # libvips work is CPU-bound: off the event loop, so the next tab's preparation keeps going.
+    body, width, height = await asyncio.to_thread(imaging.process, source, steps, encode_options, deadline)
+    fmt = encode_options.format
+    return Output(body, fmt, FORMATS[fmt].media_type, width, height)
+
+
+async def _pdf(options: TakeOptions, tab: Tab) -> bytes:
+    margin = {
+        side: getattr(options, f"pdf_margin_{side}") or options.pdf_margin
+        for side in ("top", "right", "bottom", "left")
+    }
+    scale = 1.0
+    page_ranges = ""
+    if options.pdf_fit_one_page:
+        scale = await _fit_one_page_scale(options, tab, margin)
+        page_ranges = "1"
+    return await tab.page.pdf(
+        format=options.pdf_paper_format,
+        landscape=options.pdf_landscape,
+        print_background=options.pdf_print_background,
+        margin=margin,  # type: ignore[arg-type]  # a PdfMargins TypedDict
+        scale=scale,
+        page_ranges=page_ranges,
+    )
+
+
+def css_length_to_px(value: str) -> float:
+    """`10mm`, `1in`, `2cm`, `12px` or a bare number (pixels) to CSS pixels."""
+    units = {"px": 1.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4}
+    value = value.strip().lower()
+    for unit, factor in units.items():
+        if value.endswith(unit):
+            return float(value[: -len(unit)]) * factor
+    return float(value)
+
+
+async def _fit_one_page_scale(options: TakeOptions, tab: Tab, margin: dict[str, str]) -> float:
+    """Scale at which the whole document fits one sheet (Chromium allows 0.1 to 2)."""
+    tab.dirty = True
+    await tab.page.emulate_media(media="print")
+    content = await tab.page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+    width_in, height_in = PAPER_INCHES[options.pdf_paper_format]
+    if options.pdf_landscape:
+        width_in, height_in = height_in, width_in
+    px = css_length_to_px
+    usable_w = width_in * CSS_PX_PER_INCH - px(margin["left"]) - px(margin["right"])
+    usable_h = height_in * CSS_PX_PER_INCH - px(margin["top"]) - px(margin["bottom"])
+    scale = min(usable_w / max(1, content[0]), usable_h / max(1, content[1]), 1.0)
+    return max(0.1, scale)
+
+
+def monotonic_deadline(unix_deadline: float) -> float:
+    """Convert a wall-clock deadline from the queue into this process's monotonic clock."""
+    return time.monotonic() + (unix_deadline - time.time())

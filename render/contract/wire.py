@@ -1,0 +1,114 @@
+"""What crosses the queue between the API and the workers, as JSON: a `JobRequest` one way, a `JobResult` back.
+
+The API pushes a `JobRequest` onto a waiting lane when its client waits for the result, or enqueues an RQ
+job with one (async and webhook jobs); the worker stores a `JobResult` under `result_key(reference)` and
+publishes the reference on the request's reply channel (render.queue.keys). Pure module: the API imports
+it without Playwright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+from redis.typing import EncodableT, FieldT
+
+
+@dataclass(frozen=True)
+class WebhookOrder:
+    """Where a job's outcome is posted (`webhook_url`) and how the delivery is retried, fixed by the API
+    that accepted the job (SCREENSHOT_WEBHOOK_RETRY_SCHEDULE, SCREENSHOT_WEBHOOK_TIMEOUT)."""
+
+    url: str
+    sign: bool
+    errors: bool  # webhook_errors: failures are delivered too
+    schedule: list[int]  # seconds between attempts
+    timeout: float  # seconds an attempt may take
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One capture to run: the validated options and where the answer goes."""
+
+    reference: str
+    organisation: str
+    options: dict[str, Any]
+    trace_id: str
+    deadline: float  # UNIX seconds after which the job is abandoned
+    reply_channel: str | None = None
+    store_result: bool = False  # upload to storage (response_type=json) instead of returning bytes
+    enqueued_at: float = 0.0  # UNIX seconds, for the queue-wait metric
+    store_key: str | None = None  # store the output under this key (the cache's), instead of the default
+    keep_body: bool = False  # return the bytes even though they were stored
+    async_: bool = False  # nobody waits: the deadline starts when a worker picks the job up
+    timeout: float = 0.0  # the capture's timeout, for async jobs
+    # Bulk `optimize`: further outputs of the same page, each {"reference", "options", "store"}; the
+    # page is loaded once with `options` and every variant's output derived from it.
+    variants: list[dict[str, Any]] | None = None
+    kind: str = "take"  # the options model and routine: "take", or "animate" (registered by the worker command)
+    # The caller's credentials (target, bucket, vision provider), taken out of `options` and sealed in one
+    # token for this job's worker (render.contract.sealing.seal_job).
+    sealed: str | None = None
+    webhook: WebhookOrder | None = None  # async and webhook jobs: whoever finishes the job queues its delivery
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRequest:
+        webhook = data.get("webhook")
+        return cls(**{**data, "webhook": WebhookOrder(**webhook) if webhook else None})
+
+
+@dataclass
+class JobResult:
+    """Outcome of a job: either the output (bytes or a stored object) or an error payload."""
+
+    reference: str
+    ok: bool
+    rendering_seconds: float = 0.0
+    content_type: str = ""
+    size_bytes: int = 0
+    format: str = ""
+    width: int | None = None
+    height: int | None = None
+    storage_key: str | None = None
+    error: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0  # UNIX seconds when a worker picked the job up
+    finished_at: float = 0.0  # UNIX seconds when the result was ready
+    body: bytes = b""
+    variants: list[JobResult] = field(default_factory=list)  # the other outputs of an optimized job
+
+    def meta(self) -> dict[str, Any]:
+        """Everything but the bytes, JSON-safe."""
+        data = asdict(self)
+        data.pop("body")
+        data["variants"] = [variant.meta() for variant in self.variants]
+        return data
+
+    def record_fields(self) -> dict[str, str]:
+        """The finished job's fields in its record (`job_key`, GET /jobs/{reference})."""
+        if self.ok:
+            return {"status": "done", "storage_key": self.storage_key or "", "content_type": self.content_type}
+        return {"status": "failed", "error": orjson.dumps(self.error or {}).decode()}
+
+    def to_redis(self) -> dict[FieldT, EncodableT]:
+        fields: dict[FieldT, EncodableT] = {"meta": orjson.dumps(self.meta()), "body": self.body}
+        for index, variant in enumerate(self.variants):
+            fields[f"body:{index}"] = variant.body
+        return fields
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any], body: bytes = b"") -> JobResult:
+        meta = dict(meta)
+        variants = [cls.from_meta(v) for v in meta.pop("variants", [])]
+        return cls(**meta, body=body, variants=variants)
+
+    @classmethod
+    def from_redis(cls, fields: dict[bytes, bytes]) -> JobResult:
+        result = cls.from_meta(orjson.loads(fields[b"meta"]), fields.get(b"body", b""))
+        for index, variant in enumerate(result.variants):
+            variant.body = fields.get(f"body:{index}".encode(), b"")
+        return result

@@ -1,0 +1,182 @@
+"""Image post-processing with pyvips: a pipeline of small named steps with a deadline between them.
+
+Chromium encodes png, jpeg and webp itself; everything else (other formats, resizing, palette
+PNGs) goes through here. libvips' operation cache is off: each worker handles one image at a time
+and parallelism comes from the worker pool (STYLE 6).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyvips
+
+from render.contract.errors import CaptureTimeout, ResultingImageTooLarge
+from render.contract.formats import FORMATS
+
+pyvips.cache_set_max(0)
+
+def check_output_size(width: int, height: int, fmt: str, max_pixels: int) -> None:
+    """Refuse outputs the format cannot hold (its largest side: render.contract.formats) or beyond the pixel
+    budget, before any work is done."""
+    side = FORMATS[fmt].max_side if fmt in FORMATS else None
+    if side is not None and (width > side or height > side):
+        raise ResultingImageTooLarge(
+            f"The image would be {width}x{height} pixels; {fmt} holds at most {side} pixels a side. "
+            "Use a smaller viewport, device_scale_factor or image_width/image_height, or another format.")
+    if width * height > max_pixels:
+        raise ResultingImageTooLarge(
+            f"The image would be {width}x{height} = {width * height} pixels, over the limit of "
+            f"{max_pixels} (setting SCREENSHOT_MAX_IMAGE_PIXELS).")
+
+
+def fit_size(width: int, height: int, target_width: int | None, target_height: int | None) -> tuple[int, int]:
+    """Output size for `image_width`/`image_height`, keeping the aspect ratio (fit inside both)."""
+    if target_width is None and target_height is None:
+        return width, height
+    scale_w = target_width / width if target_width else None
+    scale_h = target_height / height if target_height else None
+    scale = min(s for s in (scale_w, scale_h) if s is not None)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """How the final image is written."""
+
+    format: str
+    quality: int
+    palette: bool = False  # png only: quantise to a palette at `quality`
+
+
+Step = Callable[[pyvips.Image], pyvips.Image]
+
+
+def resize(width: int, height: int) -> Step:
+    """Scale to exactly `width` x `height` (the caller keeps the aspect ratio)."""
+
+    def step(image: pyvips.Image) -> pyvips.Image:
+        if (image.width, image.height) == (width, height):
+            return image
+        return image.resize(width / image.width, vscale=height / image.height, kernel="lanczos3")
+
+    return step
+
+
+def flatten(background: tuple[int, int, int] = (255, 255, 255)) -> Step:
+    """Drop alpha onto a background, for formats without transparency."""
+
+    def step(image: pyvips.Image) -> pyvips.Image:
+        return image.flatten(background=list(background)) if image.hasalpha() else image
+
+    return step
+
+
+def jp2_psnr(quality: int) -> int:
+    """libvips' `jp2ksave` Q is OpenJPEG's target PSNR in dB, not a JPEG-like quality: at 10 a page came
+    out flat grey and at 20 barely readable. `image_quality` 0-100 maps onto 22-47 dB, where 0 is still a
+    readable page and 100 close to lossless (measured on a saved Wikipedia page)."""
+    return round(22 + quality / 4)
+
+
+# The lowest encoder quality that still gives a recognisable picture. libvips refuses Q=0 (and then
+# encoded at its default, so 0 came out better than 1); TIFF's JPEG codec at Q=1 is a grey blur.
+MIN_ENCODER_QUALITY = {"tiff": 3}
+
+
+def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
+    """Write the image in its output format, tuned for speed at the requested quality."""
+    fmt = options.format
+    q = max(options.quality, MIN_ENCODER_QUALITY.get(fmt, 1))
+    image = image.cast("uchar") if image.format != "uchar" else image
+    if fmt == "png":
+        if options.palette:
+            return bytes(image.pngsave_buffer(palette=True, Q=q, compression=6))
+        return bytes(image.pngsave_buffer(compression=6))
+    if fmt in ("jpeg", "jpg"):
+        return bytes(flatten()(image).jpegsave_buffer(Q=q, optimize_coding=True, strip=True))
+    if fmt == "webp":
+        return bytes(image.webpsave_buffer(Q=q, effort=2, strip=True))
+    if fmt == "avif":
+        return bytes(image.heifsave_buffer(Q=q, compression="av1", effort=2, strip=True))
+    if fmt == "heif":
+        return bytes(image.heifsave_buffer(Q=q, compression="hevc", effort=0, strip=True))
+    if fmt == "tiff":
+        return bytes(flatten()(image).tiffsave_buffer(compression="jpeg", Q=q, strip=True))
+    if fmt == "jp2":
+        return bytes(image.jp2ksave_buffer(Q=jp2_psnr(q), lossless=False, strip=True))
+    if fmt == "gif":
+        return bytes(image.gifsave_buffer(effort=4, strip=True))
+    raise ValueError(f"not an image format: {fmt}")
+
+
+Source = Callable[[], pyvips.Image]
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One horizontal band of a final image (full_page_slices), encoded like the image."""
+
+    offset_y: int
+    width: int
+    height: int
+    body: bytes
+
+
+def cut_slices(data: bytes, height: int, overlap: int, options: EncodeOptions) -> list[Slice]:
+    """`data` cut top to bottom into bands of at most `height` rows, each repeating the `overlap` last rows
+    of the one before; the last band ends at the bottom (one band when the image is not taller)."""
+    image = pyvips.Image.new_from_buffer(data, "")
+    step = height - overlap
+    slices = []
+    for top in range(0, image.height, step):
+        rows = min(height, image.height - top)
+        slices.append(Slice(top, image.width, rows, encode(image.crop(0, top, image.width, rows), options)))
+        if top + rows >= image.height:
+            break
+    return slices
+
+
+def decode(data: bytes) -> pyvips.Image:
+    """An encoded image, read as it is needed."""
+    return pyvips.Image.new_from_buffer(data, "", access="sequential")
+
+
+def process(source: Source, steps: list[Step], options: EncodeOptions, deadline: float) -> tuple[bytes, int, int]:
+    """Source, steps, encode: the final bytes and their pixel size."""
+    image = run_pipeline(source(), steps, deadline)
+    return encode(image, options), image.width, image.height
+
+
+def run_pipeline(image: pyvips.Image, steps: list[Step], deadline: float) -> pyvips.Image:
+    """Apply each step with a deadline check between them; returns the image to encode."""
+    for step in steps:
+        if time.monotonic() > deadline:
+            raise CaptureTimeout("The capture ran out of time while post-processing the image.")
+        image = step(image)
+    return image
+
+
+def stitch(slices: list[tuple[bytes, int, int]]) -> pyvips.Image:
+    """Join (png, skip_rows, rows) slices top to bottom, each cut to its rows."""
+    parts = []
+    for png, skip, rows in slices:
+        image = pyvips.Image.new_from_buffer(png, "")
+        rows = min(rows, image.height - skip)
+        parts.append(image.crop(0, skip, image.width, rows) if (skip, rows) != (0, image.height) else image)
+    # `join`, not `arrayjoin`: arrayjoin pads every cell to the largest, and the slices differ in height.
+    return functools.reduce(lambda top, bottom: top.join(bottom, "vertical"), parts)
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """Pixel size of an encoded image, from its header only."""
+    image = pyvips.Image.new_from_buffer(data, "")
+    return image.width, image.height
+
+
+def to_png(data: bytes) -> bytes:
+    """Any image libvips reads, re-encoded as PNG (first frame or page)."""
+    return bytes(pyvips.Image.new_from_buffer(data, "").write_to_buffer(".png"))

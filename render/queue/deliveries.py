@@ -1,0 +1,62 @@
+"""Webhook deliveries as queued work: what a finished job owes its webhook, put on the `webhooks` queue.
+
+Whoever finishes a job queues its delivery (the API for a synchronous capture with `webhook_url`, the worker
+for an async job, the API's sweeper for one whose worker died); `screenshot-service webhooks` posts it
+(`service.webhooks.deliver`), and RQ's scheduler brings failed attempts back on the job's schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+from rq import Queue, Retry
+from rq.serializers import JSONSerializer
+
+from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.queue.keys import DELIVER_FUNCTION, WEBHOOK_QUEUE
+from render.queue.records import mark_job
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What to post where: enough to rebuild the body of the synchronous answer."""
+
+    reference: str
+    organisation: str
+    url: str
+    sign: bool
+    trace_id: str
+    options: dict[str, Any]  # the job's options payload
+    result: dict[str, Any] | None = None  # JobResult fields (no body: by_format bytes are in storage)
+    error: dict[str, Any] | None = None  # the error payload when the job failed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def delivery_for(job: JobRequest, result: JobResult, webhook: WebhookOrder) -> Delivery | None:
+    """The delivery a finished job owes its webhook, if any (failures only with webhook_errors)."""
+    if not result.ok and not webhook.errors:
+        return None
+    return Delivery(
+        reference=job.reference, organisation=job.organisation, url=webhook.url, sign=webhook.sign,
+        trace_id=job.trace_id, options=job.options, result=result.meta() if result.ok else None,
+        error=None if result.ok else result.error)
+
+
+def enqueue(connection: redis.Redis, delivery: Delivery, webhook: WebhookOrder) -> None:
+    """Queue the first attempt; RQ retries it on the schedule (len(schedule) + 1 attempts in all)."""
+    queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
+    schedule = webhook.schedule
+    retry = Retry(max=len(schedule), interval=schedule) if schedule else None
+    queue.enqueue_call(DELIVER_FUNCTION, args=(delivery.to_json(),), job_id=f"webhook-{delivery.reference}",
+                       retry=retry, timeout=int(webhook.timeout) + 30, result_ttl=86400, failure_ttl=7 * 86400)
+    mark_job(connection, delivery.reference, webhook="pending", webhook_attempts="0")
+
+
+def owe(connection: redis.Redis, job: JobRequest, result: JobResult) -> None:
+    """Queue the delivery `job` owes its webhook for `result`, if it has one and owes one."""
+    if job.webhook is not None and (delivery := delivery_for(job, result, job.webhook)) is not None:
+        enqueue(connection, delivery, job.webhook)

@@ -1,0 +1,72 @@
+"""Job records, results' lifetime and worker heartbeats: what the API and the workers keep in Redis about
+jobs and each other (the key names are in render.queue.keys)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from render.queue.keys import job_key
+
+RESULT_TTL_SECONDS = 300  # a waiting API reads its result within its deadline
+JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
+ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
+ABSENCES_KEPT = 1000
+
+
+def local_heartbeat_file(pid: int | None = None) -> Path:
+    """Touched by a worker at every heartbeat, Redis or not: a container's health check reads it."""
+    return Path(tempfile.gettempdir()) / f"screenshot-service-worker-{pid or os.getpid()}.alive"
+
+
+def fresh_local_heartbeats(within_seconds: float) -> list[Path]:
+    """Heartbeat files of workers on this machine that beat within the last `within_seconds`."""
+    now = time.time()
+    found = []
+    for path in Path(tempfile.gettempdir()).glob("screenshot-service-worker-*.alive"):
+        try:
+            if now - path.stat().st_mtime <= within_seconds:
+                found.append(path)
+        except FileNotFoundError:
+            continue  # its worker stopped meanwhile
+    return found
+
+
+class Absences:
+    """Whether a worker whose heartbeat is missing is gone: only once it has stayed missing for
+    `grace_seconds` (SCREENSHOT_WORKER_GRACE). A live worker's beats stop reaching Redis for a moment when
+    Redis fails over (the new primary took 2.4 s to be promoted under load, tests/cluster/test_failover.py)
+    or its network blinks; its heartbeat key may expire meanwhile, and its jobs must not be declared lost."""
+
+    def __init__(self, grace_seconds: float) -> None:
+        self._since: dict[str, float] = {}
+        self.grace_seconds = grace_seconds
+
+    def gone(self, worker: str, beating: bool) -> bool:
+        """Note what Redis says of `worker` now; True once its absence has lasted the grace."""
+        if beating:
+            self._since.pop(worker, None)
+            return False
+        now = time.monotonic()
+        if len(self._since) > ABSENCES_KEPT:  # workers long gone: forget them
+            self._since = {name: since for name, since in self._since.items() if now - since < 3600}
+        return now - self._since.setdefault(worker, now) >= self.grace_seconds
+
+
+def record_job(pipe: redis.client.Pipeline, reference: str, fields: dict[str, str]) -> None:
+    """Queue an update of a job's record on `pipe`, keeping the record's lifetime."""
+    pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
+    pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+
+
+def mark_job(connection: redis.Redis, reference: str, **fields: str) -> None:
+    """Update a job's record (sync; workers)."""
+    with connection.pipeline(transaction=False) as pipe:
+        record_job(pipe, reference, fields)
+        pipe.execute()
+
+

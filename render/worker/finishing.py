@@ -1,0 +1,159 @@
+"""Finishing a job: an output becomes a result. The vision provider is asked, the page content, the result
+and its slices stored, the output uploaded to the caller's own bucket (`store`), and the result published
+to the API that waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+
+import orjson
+import redis
+
+from render.capture.pipeline import Output
+from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
+from render.contract.formats import FORMATS
+from render.contract.options import TakeOptions
+from render.contract.wire import JobRequest, JobResult
+from render.net.policy import AddressNotAllowed, NetworkPolicy
+from render.output import imaging, vision
+from render.queue.keys import result_key
+from render.queue.records import RESULT_TTL_SECONDS, record_job
+from render.settings import RenderSettings
+from storage import Storage, StorageError, object_key
+from storage.paths import filled
+
+log = logging.getLogger(__name__)
+MAX_SLICES = 500  # full_page_slices: each is encoded and stored on its own
+
+
+class Finisher:
+    """What a worker does with an output once the browser is done with it."""
+
+    def __init__(self, settings: RenderSettings, storage: Storage, connection: redis.Redis | None,
+                 policy: NetworkPolicy, loop: asyncio.AbstractEventLoop, egress_url: str) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.redis = connection
+        self.policy = policy
+        self.loop = loop  # the browser's loop, where the policy resolves names
+        self.egress_url = egress_url  # uploads go through the egress proxy too
+
+    def result(self, job: JobRequest, options: TakeOptions, output: Output, started: float,
+               acquire_seconds: float = 0.0) -> JobResult:
+        """An output made a result: vision asked, content and result stored as the job says."""
+        result = JobResult(
+            job.reference, ok=True, rendering_seconds=time.monotonic() - started,
+            content_type=output.content_type, size_bytes=len(output.body), format=output.format,
+            width=output.width, height=output.height, body=output.body,
+            extra={"acquire_seconds": round(acquire_seconds, 4),
+                   "blocked_requests": output.blocked_requests, "metadata": output.metadata})
+        log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
+                  acquire_seconds, result.rendering_seconds)
+        if options.vision_provider_api_key is not None:
+            result.extra["vision"] = {"completion": self._ask_vision(job, options, output)}
+        if output.content is not None:
+            body, extension, content_type = output.content
+            result.extra["content_key"] = self._put(
+                object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
+        if options.full_page_slices:
+            self._store_slices(job, options, output, result)
+        if options.store:
+            self._upload_to_caller(job, options, output, result)
+        if job.store_result or job.store_key:
+            self._store(job, options, result)
+        return result
+
+    def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
+        """store=true: the output in the caller's bucket, with the caller's credentials, through the egress
+        proxy (the network policy); any failure is storage_access_denied (not charged)."""
+        from storage.destination import Destination, upload  # boto3: imported by the jobs that need it
+
+        if options.storage_access_key_id is None or options.storage_secret_access_key is None:
+            raise StorageAccessDenied("store=true needs storage_access_key_id and storage_secret_access_key; "
+                                      "this job's credentials did not reach the worker. Send the request again.")
+        assert options.storage_path is not None and options.storage_bucket is not None  # the options' rule
+        destination = Destination(
+            bucket=options.storage_bucket,
+            key=filled(options.storage_path, options.file_extension, reference=job.reference, url=options.url),
+            access_key_id=options.storage_access_key_id, secret_access_key=options.storage_secret_access_key,
+            endpoint=options.storage_endpoint or self.settings.store_endpoint or None,
+            storage_class=options.storage_class, acl=options.storage_acl)
+        try:  # refused by name here; the egress checks the address it connects to again
+            asyncio.run_coroutine_threadsafe(self.policy.checked_address(destination.host), self.loop).result(30)
+        except AddressNotAllowed as refused:
+            raise StorageAccessDenied(
+                f"storage_endpoint: {refused}; operators can open it with SCREENSHOT_ALLOWED_NETWORKS.") from None
+        except (OSError, concurrent.futures.TimeoutError, NameNotResolved):
+            raise StorageAccessDenied(f"storage_endpoint: {destination.host} does not resolve.") from None
+        try:
+            location = upload(destination, output.body, output.content_type, self.egress_url)
+        except StorageError as error:
+            raise StorageAccessDenied(f"Could not upload to bucket {destination.bucket!r}: {error}.") from None
+        result.extra["store"] = {"bucket": destination.bucket, "key": destination.key,
+                                 "location": location if options.storage_return_location else None}
+
+    def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
+        """full_page_slices: each band of the final image stored, and a manifest of them (the API serves it
+        with fresh links: service/routes/account.py)."""
+        step = options.full_page_slice_height - options.full_page_slice_overlap_height
+        count = -(-max(1, (output.height or 1) - options.full_page_slice_overlap_height) // step)
+        if count > MAX_SLICES:
+            raise RequestNotValid(
+                f"full_page_slice_height: this {output.height} px image would make {count} slices, more than "
+                f"{MAX_SLICES}; ask for taller slices (or less overlap).",
+                [ErrorDetail("full_page_slice_height", f"too many slices ({count} > {MAX_SLICES})")])
+        palette = output.format == "png" and "image_quality" in options.model_fields_set
+        pieces = imaging.cut_slices(output.body, options.full_page_slice_height,
+                                    options.full_page_slice_overlap_height,
+                                    imaging.EncodeOptions(output.format, options.image_quality, palette=palette))
+        slices = []
+        for index, piece in enumerate(pieces):
+            key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
+                            piece.body, output.content_type)
+            slices.append({"index": index, "offset_y": piece.offset_y, "width": piece.width,
+                           "height": piece.height, "key": key})
+        result.extra["slices"] = slices
+        result.extra["slices_manifest"] = self._put(
+            object_key(job.organisation, f"{job.reference}-slices", "json"),
+            orjson.dumps({"slices": slices}), "application/json")
+
+    def _ask_vision(self, job: JobRequest, options: TakeOptions, output: Output) -> str:
+        """The provider's completion for the final image; the key was opened with the job, is used once here."""
+        assert options.vision_provider_api_key is not None
+        image, media_type = output.body, options.output_format.media_type
+        if not options.output_format.vision:  # not an input the providers take
+            image, media_type = imaging.to_png(output.body), FORMATS["png"].media_type
+        settings = self.settings
+        return vision.ask(
+            image, media_type, options.vision_prompt, options.vision_max_tokens,
+            api_key=options.vision_provider_api_key,
+            base_url=settings.vision_base_url, model=settings.vision_model, deadline=job.deadline,
+            timeout=settings.vision_timeout)
+
+    def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
+        key = job.store_key or object_key(job.organisation, job.reference, options.file_extension)
+        result.storage_key = self._put(key, result.body, result.content_type)
+        if not job.keep_body:
+            result.body = b""
+
+    def _put(self, key: str, body: bytes, content_type: str) -> str:
+        try:
+            self.storage.put(key, body, content_type)
+        except StorageError as error:
+            raise StorageAccessDenied(f"Could not store the result: {error}") from None
+        return key
+
+    def publish(self, job: JobRequest, result: JobResult) -> None:
+        """The result to the waiting API (its reply channel) and the job's record."""
+        if self.redis is None or job.reply_channel is None:
+            return
+        with self.redis.pipeline(transaction=False) as pipe:
+            for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
+                record_job(pipe, each.reference, each.record_fields())
+            pipe.hset(result_key(job.reference), mapping=result.to_redis())
+            pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
+            pipe.publish(job.reply_channel, job.reference)
+            pipe.execute()

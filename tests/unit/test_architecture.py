@@ -1,0 +1,93 @@
+"""The architecture, checked rather than hoped for (docs/architecture.md): the import contracts of
+pyproject.toml, no import circle, an API process that never loads the browser or libvips, small modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("service", "animate", "render", "storage")
+MAX_MODULE_LINES = 450  # STYLE: aim near 100-200 lines a module, split past ~400
+
+
+def test_the_import_contracts_hold() -> None:
+    run = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "BROKEN" not in run.stdout and run.stdout.count("KEPT") >= 4
+
+
+def circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Every set of modules that import one another, directly or through others (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in graph.modules or imported.split(".")[0] not in PACKAGES:
+                continue
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module.split(".")[0] in PACKAGES and module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = grimp.build_graph(*PACKAGES)
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = grimp.ImportGraph()
+    for module in ("render.a", "render.b", "render.c"):
+        graph.add_module(module)
+    graph.add_import(importer="render.a", imported="render.b")
+    graph.add_import(importer="render.b", imported="render.a")
+    graph.add_import(importer="render.c", imported="render.a")
+    assert circles(graph) == [["render.a", "render.b"]]
+
+
+@pytest.mark.parametrize("entry", ["service.app", "service.webhooks", "service.health"])
+def test_the_api_process_loads_no_browser_and_no_libvips(entry: str) -> None:
+    probe = (f"import sys, {entry}; "
+             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & {'playwright', 'pyvips', 'ffmpeg'})))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "", f"{entry} loads {run.stdout.strip()}"
+
+
+def test_the_worker_does_load_them() -> None:
+    """The probe above can fail: the worker's entry point loads both."""
+    probe = "import sys, render.worker.main; print('playwright' in sys.modules, 'pyvips' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["True", "True"], run.stderr[-2000:]
+
+
+def test_modules_stay_small() -> None:
+    large = {str(path.relative_to(ROOT)): lines for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+             if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert large == {}, f"split these modules (over {MAX_MODULE_LINES} lines): {large}"
