@@ -22,6 +22,7 @@ test: system venv rules corpus sdk lint
 lint: venv
 	$(BIN)/ruff check service render animate storage tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 unit: venv rules
 	$(BIN)/pytest -m "not browser"

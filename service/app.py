@@ -6,10 +6,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-import re
 import secrets
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -20,10 +17,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from render.contract.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
-from render.logs import trace_id_var
 from render.net.policy import NetworkPolicy
 from render.queue import async_jobs
 from render.queue.keys import URL_SECRET_KEY
@@ -31,164 +26,33 @@ from render.queue.records import Absences
 from render.queue.redis_client import aclose
 from render.settings import region_labels
 from service import openapi
-from service.auth import request_facts
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
-from service.errors import MethodNotAllowed, RequestBodyTooLarge, RouteNotFound, TemporaryUnavailable
+from service.errors import MethodNotAllowed, RouteNotFound, TemporaryUnavailable
 from service.jobs import JobRecords
 from service.metrics import Metrics
+from service.middleware.body_limit import BodyLimitMiddleware
+from service.middleware.errors import error_response
+from service.middleware.hosted_names import HostedHeaderNames
+from service.middleware.tracing import TraceMiddleware
 from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
-from service.results import HOSTED_PREFIX, OWN_PREFIX, Links
+from service.results import Links
 from service.routes import account, bulk, capture, docs, operations, playground
 from service.settings import Settings
 from storage import StorageError, open_storage
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("service.access")
-QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})  # probes and scrapes: DEBUG, not INFO
 SWEEP_INTERVAL_SECONDS = 2
 
 
-def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:
-    """The JSON error body of DESIGN §4 with the error's status."""
-    headers = {"x-service-error-code": error.code}
-    if trace_id:
-        headers["x-service-trace-id"] = trace_id
-    return JSONResponse(error.to_payload(), status_code=error.status, headers=headers)
 
 
-class BodyLimitMiddleware:
-    """Refuse bodies over SCREENSHOT_MAX_BODY_BYTES with 413, by header or while streaming."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    def _error(self) -> JSONResponse:
-        return error_response(RequestBodyTooLarge(
-            f"The request body is larger than {self.max_bytes} bytes (setting SCREENSHOT_MAX_BODY_BYTES)."))
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._error()(scope, receive, send)
-                return
-        received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise RequestBodyTooLarge(
-                        f"The request body is larger than {self.max_bytes} bytes "
-                        "(setting SCREENSHOT_MAX_BODY_BYTES).")
-            return message
-
-        await self.app(scope, limited_receive, send)
 
 
-class TraceMiddleware:
-    """Give each request its trace id, count API answers by route and code, and write the access log line.
-
-    The trace id is the caller's, from a W3C `traceparent` header (its trace-id part) or `X-Request-Id`, else
-    a new one; every answer carries it as x-service-trace-id, and every log line of the request and of its
-    job. Plain ASGI: Starlette's `@app.middleware("http")` runs the app in a task of its own and streams the
-    response through a queue, about a millisecond a request.
-    """
-
-    def __init__(self, app: ASGIApp, access_log: bool = True) -> None:
-        self.app = app
-        self.access_log = access_log
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        trace_id = caller_trace_id(dict(scope.get("headers", []))) or uuid.uuid4().hex
-        scope.setdefault("state", {})["trace_id"] = trace_id
-        trace_id_var.set(trace_id)
-        facts: dict[str, str] = {}
-        request_facts.set(facts)
-        code, status = "ok", 0
-
-        async def noting_send(message: Message) -> None:
-            nonlocal code, status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = list(message.get("headers", []))
-                for name, value in headers:
-                    if name == b"x-service-error-code":
-                        code = value.decode("latin-1")
-                if not any(name == b"x-service-trace-id" for name, _ in headers):
-                    message = {**message, "headers": [*headers, (b"x-service-trace-id", trace_id.encode())]}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, noting_send)
-        finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            context = getattr(scope["app"].state, "context", None)
-            if context is not None and route.startswith("/v1/"):
-                context.metrics.requests.labels(route, code).inc()
-            if self.access_log:
-                self._log(scope, route, status, code, facts, time.perf_counter() - started)
-
-    @staticmethod
-    def _log(scope: Scope, route: str, status: int, code: str, facts: dict[str, str], seconds: float) -> None:
-        # The path only: a query string may hold an access key or a signature.
-        fields = {"method": scope["method"], "path": scope["path"], "route": route, "status": status,
-                  "duration_ms": round(seconds * 1000, 1), "organisation": facts.get("organisation")}
-        if code != "ok":
-            fields["error_code"] = code
-        level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
-        access_log.log(level, "%s %s %s %.0f ms", scope["method"], scope["path"], status or "-", seconds * 1000,
-                       extra=fields)
 
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-(?!0{32})([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
-
-
-def caller_trace_id(headers: dict[bytes, bytes]) -> str | None:
-    """The trace id a caller sent: W3C traceparent's trace-id, else X-Request-Id when it is a plain token
-    (anything else would let a caller write what it likes into the log)."""
-    parent = headers.get(b"traceparent", b"").decode("latin-1").strip().lower()
-    if match := _TRACEPARENT.match(parent):
-        return match.group(1)
-    request_id = headers.get(b"x-request-id", b"").decode("latin-1").strip()
-    return request_id if _REQUEST_ID.match(request_id) else None
-
-
-class HostedHeaderNames:
-    """Each x-service-* response header also under the hosted API's x-screenshotone-* name (setting
-    SCREENSHOT_HOSTED_HEADER_NAMES)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def renaming_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                own = OWN_PREFIX.encode()
-                headers += [(HOSTED_PREFIX.encode() + name[len(own):], value) for name, value in headers
-                            if name.lower().startswith(own)]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, renaming_send)
 
 
 async def _url_secret(settings: Settings, connection: aioredis.Redis) -> bytes:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
+
+from fastapi import Request
 
 from service import signatures
 from service.errors import AccessKeyInvalid, AccessKeyRequired, SignatureNotValid, SignatureRequired
 from service.organisations import Organisation, OrganisationStore
-from service.params import RawParams
+from service.params import RawParams, collect, parse_body
 
 # What the access log says of the request being served: its organisation, once known (the API's
 # TraceMiddleware sets a fresh dict per request; code that authenticates fills it in).
@@ -46,3 +50,24 @@ async def authenticate(params: RawParams, store: OrganisationStore) -> Organisat
             "The signature does not match the request's parameters; sign every parameter except "
             "signature, sorted by name, as the README describes.")
     return org
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: its parameters and the organisation it acts for."""
+
+    params: RawParams
+    organisation: Organisation
+
+
+def caller(arrays: frozenset[str] = frozenset()) -> Callable[[Request], Awaitable[Caller]]:
+    """A FastAPI dependency: the request's parameters (query string, and a POST's JSON body; `arrays` are the
+    parameters that take several values) and its organisation, after the access key and signature rules."""
+
+    async def dependency(request: Request) -> Caller:
+        body = parse_body(await request.body()) if request.method == "POST" else {}
+        params = collect(method=request.method, raw_query=request.url.query, body=body,
+                         header_key=request.headers.get("x-access-key"), array_params=arrays)
+        return Caller(params, await authenticate(params, request.app.state.context.organisations))
+
+    return dependency

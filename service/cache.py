@@ -1,4 +1,4 @@
-"""The result cache (DESIGN §4): a hit renders nothing, charges nothing, holds no slot.
+"""The result cache: a hit renders nothing, charges nothing, holds no slot.
 
 Key: SHA-256 over the validated parameters that shape the output (not credentials, caching, response
 type, async or webhook fields) plus the organisation and `cache_key`. The object lives in storage under
@@ -23,7 +23,7 @@ from render.contract.wire import JobResult
 from render.queue.keys import cache_lock_key, cache_record_key
 
 DEFAULT_TTL = 14400
-# Parameters that do not change what is rendered (DESIGN §4), and the vision key (a secret; the
+# Parameters that do not change what is rendered, and the vision key (a secret; the
 # completion depends on the prompt, which stays in the key).
 NOT_IN_KEY = frozenset({"access_key", "signature", "cache", "cache_ttl", "response_type", "async", "webhook_url",
                         "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key",

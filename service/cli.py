@@ -1,4 +1,4 @@
-"""The `screenshot-service` command: run, api, worker, webhooks, keys, take, healthcheck."""
+"""The `screenshot-service` command: run, api, worker, webhooks, healthcheck, keys, take, sign."""
 
 from __future__ import annotations
 
@@ -31,6 +31,16 @@ def _configure_logging(settings: Settings) -> None:
     configure(settings.service.log_level, settings.service.log_format)
 
 
+def _part_settings(command: str) -> Settings:
+    """Settings of one part of a deployment (`api`, `worker`, `webhooks`), which joins an existing Redis;
+    logging configured."""
+    settings = _settings()
+    if not settings.service.redis_url:
+        raise SystemExit(f"error: `{command}` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
+    _configure_logging(settings)
+    return settings
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from service.embedded import run
 
@@ -42,10 +52,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     from service.app import create_app
 
-    settings = _settings()
-    if not settings.service.redis_url:
-        raise SystemExit("error: `api` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
-    _configure_logging(settings)
+    settings = _part_settings("api")
     uvicorn.run(create_app(settings), host=settings.service.host, port=settings.service.port,
                 log_level="warning", access_log=False, loop="uvloop", http="httptools",
                 timeout_graceful_shutdown=int(settings.service.result_wait_grace) + 90)
@@ -55,10 +62,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from render.worker.main import run_worker
 
-    settings = _settings()
-    if not settings.service.redis_url:
-        raise SystemExit("error: `worker` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
-    _configure_logging(settings)
+    settings = _part_settings("worker")
     from animate.options import AnimateOptions
     from animate.recorder import record
 
@@ -70,10 +74,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_webhooks(args: argparse.Namespace) -> int:
     from service.webhooks import run_deliverer
 
-    settings = _settings()
-    if not settings.service.redis_url:
-        raise SystemExit("error: `webhooks` needs SCREENSHOT_REDIS_URL (or use `screenshot-service run`)")
-    _configure_logging(settings)
+    settings = _part_settings("webhooks")
     run_deliverer(settings, burst=args.burst)
     return 0
 
@@ -269,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     from render.contract.options import TakeOptions
     from service.cli_options import add_model_options
 
-    parser = argparse.ArgumentParser(prog="screenshot-service", description=__doc__)
+    parser = argparse.ArgumentParser(prog="screenshot-service")
     commands = parser.add_subparsers(dest="command", required=True)
     _command(commands, "run", "the whole service on this machine (private Redis, API, workers, webhooks)",
              description="The whole service on this machine: a private Redis under SCREENSHOT_DATA_DIR, the API on "
@@ -322,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     signer.add_argument("--endpoint", choices=["take", "animate"], default="take")
     signer.add_argument("--base-url", help="how clients reach the service (default: SCREENSHOT_PUBLIC_BASE_URL, "
                         "else http://SCREENSHOT_HOST:SCREENSHOT_PORT)")
+    signer.add_argument("parameters", nargs="*", metavar="name=value", help="a parameter of the link; repeat a "
+                        "name for each element of an array")
+    # Every command, named where `--help` starts (from the commands themselves, so none is left out).
+    parser.description = ("The screenshot-service command: " + ", ".join(commands.choices) + ". "
+                          "`screenshot-service COMMAND --help` says what each takes.")
     return parser
 
 
@@ -330,8 +336,8 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "sign":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command == "sign":
-        sys.exit(cmd_sign(args, extra))
+    if args.command == "sign":  # name=value parameters may stand between the options too
+        sys.exit(cmd_sign(args, [*args.parameters, *extra]))
     handlers = {"run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
                 "keys": cmd_keys, "healthcheck": cmd_healthcheck, "take": cmd_take}
     sys.exit(handlers[args.command](args))

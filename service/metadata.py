@@ -1,5 +1,5 @@
 """The metadata of a capture as the client sees it: JSON body fields and response headers (spec's
-metadata table, DESIGN §4) and the vision completion. Text that may be non-ASCII goes into headers
+metadata table) and the vision completion. Text that may be non-ASCII goes into headers
 percent-encoded (page title, vision completion)
 or as compact JSON with \\u escapes (open graph, icon, HTTP headers)."""
 

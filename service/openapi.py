@@ -56,6 +56,16 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _state_shown_default(prop: dict[str, Any]) -> None:
+    """A default that depends on other parameters (`None` in the model: 1280 x 1024 at scale 1 unless a
+    viewport_device preset sets them) written into the description, where client generators show it."""
+    shown = prop.get("x-shown-default")
+    if shown is None:
+        return
+    preset = ", unless viewport_device sets it" if prop.get("x-group") == "Viewport" else ""
+    prop["description"] = f"{prop.get('description', '').rstrip()} Default: {shown}{preset}.".lstrip()
+
+
 @functools.cache
 def options_schema(kind: str) -> dict[str, Any]:
     """The JSON schema of a capture route's parameters (`take` or `animate`), refused ones left out,
@@ -65,6 +75,8 @@ def options_schema(kind: str) -> dict[str, Any]:
     if kind == "animate":
         schema["properties"] = {name: value for name, value in schema["properties"].items()
                                 if name not in NOT_FOR_RECORDINGS}
+    for prop in schema["properties"].values():
+        _state_shown_default(prop)
     schema["properties"]["access_key"] = {
         "type": "string", "writeOnly": True,
         "description": "The organisation's access key (or the X-Access-Key header, or ?access_key=)."}

@@ -1,4 +1,4 @@
-"""From an HTTP request to raw parameters (DESIGN §4), keeping what signatures need.
+"""From an HTTP request to raw parameters, keeping what signatures need.
 
 GET: the query string. POST: a JSON body, the query string, or both; the body wins on a clash.
 Arrays in a query string are repeated keys. JSON numbers keep their source text (`JsonNumber`)

@@ -1,4 +1,4 @@
-"""A finished capture as its receiver sees it: status, headers and body (DESIGN §4).
+"""A finished capture as its receiver sees it: status, headers and body.
 
 One presentation for every way a result leaves the service: the synchronous answer, a cache hit and
 a webhook delivery carry exactly the same body and headers for the same `response_type`.
@@ -101,8 +101,8 @@ def content_disposition(name: str) -> str:
 
 def present_success(options: TakeOptions, result: JobResult, reference: str, trace_id: str, links: Links,
                     cache_url: str | None = None) -> Presented:
-    """by_format: the bytes; json: the DESIGN §4 body; empty: headers only. Metadata (and the cache URL)
-    go with all three. `result.body` must hold the bytes for by_format."""
+    """by_format: the bytes; json: the JSON body (README, A first request); empty: headers only. Metadata (and
+    the cache URL) go with all three. `result.body` must hold the bytes for by_format."""
     content_key = result.extra.get("content_key")
     fields, metadata_headers = metadata.present(options, result, links.url(content_key) if content_key else None)
     headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}

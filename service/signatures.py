@@ -1,4 +1,5 @@
-"""Signed requests (DESIGN §4): lowercase hex HMAC-SHA256 keyed with the organisation's signing key.
+"""Signed requests (README, Keys, quotas and signed requests): lowercase hex HMAC-SHA256 keyed with the
+organisation's signing key.
 
 Two messages are accepted, a request passes when either matches:
 1. canonical: every parameter but `signature`, sorted by name (byte order, stable), one

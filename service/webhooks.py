@@ -22,12 +22,12 @@ from rq import Queue, SimpleWorker, get_current_job
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from render.contract.errors import ErrorDetail, RequestNotValid, ServiceError, documentation_at
+from render.contract.errors import ServiceError, documentation_at
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
 from render.logs import trace_id_var
 from render.net.egress import EgressProxy
-from render.net.policy import AddressNotAllowed, NetworkPolicy
+from render.net.policy import NetworkPolicy
 from render.net.traffic import REFUSED_HEADER
 from render.queue.deliveries import Delivery
 from render.queue.keys import COUNTERS_KEY, URL_SECRET_KEY, WEBHOOK_QUEUE
@@ -51,21 +51,6 @@ def schedule_of(text: str) -> list[int]:
 def signature(body: bytes, signing_key: str) -> str:
     """X-Service-Signature: hex HMAC-SHA256 of the raw body."""
     return hmac.new(signing_key.encode(), body, hashlib.sha256).hexdigest()
-
-
-async def check_target(url: str, policy: NetworkPolicy) -> None:
-    """Refuse a webhook_url on the service's own networks when the request comes in."""
-    from urllib.parse import urlsplit
-
-    host = urlsplit(url).hostname or ""
-    try:
-        await policy.checked_address(host)
-    except AddressNotAllowed as refused:
-        raise RequestNotValid(f"webhook_url: {refused}.", [ErrorDetail("webhook_url", "address not allowed")]
-                              ) from None
-    except ServiceError as error:  # the name does not resolve
-        raise RequestNotValid(f"webhook_url: {error.message}", [ErrorDetail("webhook_url", "not resolvable")]
-                              ) from None
 
 
 class DeliveryFailed(Exception):

@@ -131,7 +131,7 @@ def service_env(redis_url: str, data_dir: Path, port: int, **extra: str) -> dict
         "SCREENSHOT_DATA_DIR": str(data_dir), "SCREENSHOT_ALLOW_PRIVATE_NETWORKS": "true",
         "SCREENSHOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
         # Third-party hosts of the test pages (ad servers, trackers, consent platforms, chat widgets)
-        # are this machine (DESIGN §7), and their HTTPS certificates come from the run's own CA.
+        # are this machine, and their HTTPS certificates come from the run's own CA.
         "SCREENSHOT_RESOLVE_OVERRIDES": ",".join(
             f"{host}=127.0.0.1" for host in ["ad.doubleclick.net", "publisher.test", *TLS_HOSTS]),
         "SCREENSHOT_CA_CERTIFICATES": str(authority().ca_file),

@@ -69,8 +69,8 @@ _SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnima
 
 
 @dataclass(frozen=True)
-class Slice:
-    """One capture (PNG, unless `capture_slices` was given a final format) and which of its device-pixel rows
+class Section:
+    """One capture (PNG, unless `capture_sections` was given a final format) and which of its device-pixel rows
     belong to the final image."""
 
     image: bytes
@@ -109,10 +109,10 @@ async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> byt
     return await screenshot(tab, "png", 100, fast=True, transparent=False, clip=clip, beyond_viewport=beyond)
 
 
-async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
-                         deadline: float, final_format: str | None = None, fast_final: bool = True
-                         ) -> tuple[list[Slice], int, int]:
-    """The page as slices, top to bottom, and the whole's width and height in device pixels. With
+async def capture_sections(tab: Tab, options: TakeOptions, viewport: Viewport, max_pixels: int,
+                           deadline: float, final_format: str | None = None, fast_final: bool = True
+                           ) -> tuple[list[Section], int, int]:
+    """The page as sections, top to bottom, and the whole's width and height in device pixels. With
     `final_format` (a format Chromium writes, when nothing is done to the image afterwards), a page taken
     in one capture comes in that format, encoded once (`fast_final`: for speed rather than size)."""
     scale = viewport.scale
@@ -134,16 +134,16 @@ async def capture_slices(tab: Tab, options: TakeOptions, viewport: Viewport, max
                                  clip=clip, beyond_viewport=True)
     else:
         whole = await _capture(tab, clip, beyond=True)
-    return [Slice(whole, 0, round(height * scale))], device_width, round(height * scale)
+    return [Section(whole, 0, round(height * scale))], device_width, round(height * scale)
 
 
 async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width: int, height: int,
-                       deadline: float) -> list[Slice]:
+                       deadline: float) -> list[Section]:
     scale = viewport.scale
     section = viewport.height
     await tab.page.evaluate(_TO_TOP)
     await tab.page.evaluate(_PIN_STICKY)
-    slices: list[Slice] = []
+    sections: list[Section] = []
     top = 0
     while top < height:
         if time.monotonic() > deadline:
@@ -164,9 +164,9 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width
         taken = min(round(rows * scale), imaging.image_size(png)[1] - skip)
         if taken <= 0:
             break
-        slices.append(Slice(png, skip, taken))
+        sections.append(Section(png, skip, taken))
         if top == 0:
             await tab.page.evaluate(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
         top += section
     await tab.page.evaluate(_TO_TOP)
-    return slices
+    return sections

@@ -26,7 +26,7 @@ from render.contract.formats import FORMATS, IMAGE_FORMATS
 from render.contract.options import TakeOptions
 from render.contract.request_params import country_proxy
 from render.net.egress import EgressProxy
-from render.net.policy import AddressNotAllowed, NetworkPolicy, check_main_url
+from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
 from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.documents import html_to_markdown
@@ -65,6 +65,7 @@ class Output:
     blocked_requests: int = 0  # connections the network policy refused
     metadata: dict[str, Any] = field(default_factory=dict)  # the JSON body's fields (render.output.metadata)
     content: tuple[bytes, str, str] | None = None  # metadata_content: body, extension, content type
+    slices: list[imaging.Slice] = field(default_factory=list)  # full_page_slices, cut from the final image
 
 
 @dataclass
@@ -121,7 +122,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
         options.watermark_image_url) else None
     if options.url is not None:
-        await check_main_url(options.url, env.policy)
+        await check_url("url", options.url, env.policy)
     check_viewport_size(options, env.settings)
     await emulate(tab, options.viewport, env.chrome_version)
     await emulate_page(tab, options)
@@ -254,22 +255,30 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
     marks = ([effects.watermark(options.watermark, picture, options.watermark_opacity)]
              if options.watermark or picture is not None else [])
     if options.full_page:
+        slicing = (imaging.Slicing(options.full_page_slice_height, options.full_page_slice_overlap_height)
+                   if options.full_page_slices else None)
         native = FORMATS[fmt].chromium
         as_captured = (native is not None and not palette and not marks and not options.blur
                        and options.image_width is None and options.image_height is None)
-        slices, width, height = await fullpage.capture_slices(
+        sections, width, height = await fullpage.capture_sections(
             tab, options, options.viewport, settings.max_image_pixels, deadline,
             final_format=native if as_captured else None, fast_final=fast_final)
         check_planned_size(options, width, height, settings)
-        if as_captured and len(slices) == 1:  # encoded once, by Chromium, like a viewport capture
-            body = slices[0].image
-            actual_w, actual_h = imaging.image_size(body)
-            return Output(body, fmt, FORMATS[fmt].media_type, actual_w, actual_h)
+        if as_captured and len(sections) == 1:  # encoded once, by Chromium, like a viewport capture
+            body = sections[0].image
+            output = Output(body, fmt, FORMATS[fmt].media_type, *imaging.image_size(body))
+            if slicing is not None:  # Chromium's encoding is the only form of this image: read once
+                slicing.check(output.height or 0)
+                output.slices = await asyncio.to_thread(
+                    imaging.cut_slices, imaging.decode_whole(body), slicing, encode_options)
+            return output
         target = imaging.fit_size(width, height, options.image_width, options.image_height)
-        parts = [(s.image, s.skip_rows, s.rows) for s in slices]
+        if slicing is not None:
+            slicing.check(target[1])  # before the page is stitched or anything encoded
+        parts = [(s.image, s.skip_rows, s.rows) for s in sections]
         blurs = await _blurs(tab, options, (0.0, 0.0), scale)
         return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
-                             encode_options, deadline)
+                             encode_options, deadline, slicing)
     await scroll_into_view(tab.page, options)
     region = await region_for(tab.page, options)
     if region is not None:
@@ -312,11 +321,12 @@ async def _shot(tab: Tab, region: Region | None, fmt: str, options: TakeOptions,
 
 
 async def _encode(source: imaging.Source, steps: list[imaging.Step], encode_options: imaging.EncodeOptions,
-                  deadline: float) -> Output:
+                  deadline: float, slicing: imaging.Slicing | None = None) -> Output:
     # libvips work is CPU-bound: off the event loop, so the next tab's preparation keeps going.
-    body, width, height = await asyncio.to_thread(imaging.process, source, steps, encode_options, deadline)
+    body, width, height, slices = await asyncio.to_thread(
+        imaging.process, source, steps, encode_options, deadline, slicing)
     fmt = encode_options.format
-    return Output(body, fmt, FORMATS[fmt].media_type, width, height)
+    return Output(body, fmt, FORMATS[fmt].media_type, width, height, slices=slices)
 
 
 async def _pdf(options: TakeOptions, tab: Tab) -> bytes:

@@ -56,7 +56,7 @@ class ServiceError(Exception):
         ServiceError._by_code.setdefault(cls.code, cls)
 
     def to_payload(self) -> dict[str, Any]:
-        """The JSON error body of DESIGN §4."""
+        """The JSON error body every refusal gets (README, Errors)."""
         body: dict[str, Any] = {
             "is_successful": False,
             "error_code": self.code,

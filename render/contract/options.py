@@ -47,6 +47,7 @@ ASYNC_TIMEOUT_MAX = 300
 DELAY_SYNC_MAX = 30
 CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
+# The vision request: never in a payload, sealed for the job (the key is a secret, the prompt the caller's).
 VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens"})
 
 # store=true needs these; the credentials too, checked by the API only (render.contract.request_params.check_store:
@@ -406,7 +407,8 @@ class TakeOptions(BaseModel):
 
     def to_payload(self) -> dict[str, Any]:
         """JSON-safe form for the queue: only what the caller set, so defaults stay the model's. Never the
-        vision key, as the queue lives in Redis: vision travels apart, sealed (`JobRequest.vision`)."""
+        vision request (the key, and the prompt that may hold the caller's own data), as the queue lives in
+        Redis: it travels sealed (render.contract.sealing.seal_job)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=set(VISION_FIELDS))
 
 

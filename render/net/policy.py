@@ -1,4 +1,4 @@
-"""Which addresses captures may reach (DESIGN §5), and how names are resolved.
+"""Which addresses captures may reach (README, Security), and how names are resolved.
 
 Denied unless SCREENSHOT_ALLOW_PRIVATE_NETWORKS is on: loopback, RFC 1918, link-local (cloud
 metadata included), CGNAT, unique-local, multicast, unspecified, reserved and IPv4-mapped forms of
@@ -96,12 +96,18 @@ class NetworkPolicy:
         return addresses[0]
 
 
-async def check_main_url(url: str, policy: NetworkPolicy) -> None:
-    """Refuse a capture URL on a private or local network before any navigation, by name."""
+async def check_url(field: str, url: str, policy: NetworkPolicy, *, unresolvable_is_invalid: bool = False) -> None:
+    """Refuse, as `request_not_valid` naming `field`, a URL on a private or local network before anything
+    connects to it (the main `url` before navigation, a `webhook_url` when the request comes in). A name
+    that does not resolve raises `NameNotResolved`, or with `unresolvable_is_invalid` is refused too."""
     host = urlsplit(url).hostname or ""
     try:
         await policy.checked_address(host)
     except AddressNotAllowed as refused:
         raise RequestNotValid(
-            f"url: {refused}. Operators can open it with SCREENSHOT_ALLOWED_NETWORKS or, for development, "
-            "SCREENSHOT_ALLOW_PRIVATE_NETWORKS=true.", [ErrorDetail("url", "address not allowed")]) from None
+            f"{field}: {refused}. Operators can open it with SCREENSHOT_ALLOWED_NETWORKS or, for development, "
+            "SCREENSHOT_ALLOW_PRIVATE_NETWORKS=true.", [ErrorDetail(field, "address not allowed")]) from None
+    except NameNotResolved as error:
+        if not unresolvable_is_invalid:
+            raise
+        raise RequestNotValid(f"{field}: {error.message}", [ErrorDetail(field, "not resolvable")]) from None

@@ -1,4 +1,4 @@
-"""Effects on the final image (DESIGN §4): `blur` over elements' boxes and the watermarks, by pyvips.
+"""Effects on the final image: `blur` over elements' boxes and the watermarks, by pyvips.
 
 Blurring happens in pixels after the capture, never as page CSS, so no page style can undo it: each box
 is pixelated into blocks at least as large as a line of text, then smoothed, which leaves no detail of

@@ -2,7 +2,7 @@
 
 Chromium encodes png, jpeg and webp itself; everything else (other formats, resizing, palette
 PNGs) goes through here. libvips' operation cache is off: each worker handles one image at a time
-and parallelism comes from the worker pool (STYLE 6).
+and parallelism comes from the worker pool.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyvips
 
-from render.contract.errors import CaptureTimeout, ResultingImageTooLarge
+from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ResultingImageTooLarge
 from render.contract.formats import FORMATS
 
 pyvips.cache_set_max(0)
@@ -116,6 +116,30 @@ def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
 Source = Callable[[], pyvips.Image]
 
 
+MAX_SLICES = 500  # full_page_slices: each is encoded and stored on its own
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """full_page_slices: bands of at most `height` rows, each repeating the `overlap` last rows of the one before."""
+
+    height: int
+    overlap: int
+
+    def count(self, image_height: int) -> int:
+        """How many bands an image `image_height` rows high makes."""
+        return -(-max(1, image_height - self.overlap) // (self.height - self.overlap))
+
+    def check(self, image_height: int) -> None:
+        """Refuse, before any encoding, an image that would make more than MAX_SLICES bands."""
+        count = self.count(image_height)
+        if count > MAX_SLICES:
+            raise RequestNotValid(
+                f"full_page_slice_height: this {image_height} px image would make {count} slices, more than "
+                f"{MAX_SLICES}; ask for taller slices (or less overlap).",
+                [ErrorDetail("full_page_slice_height", f"too many slices ({count} > {MAX_SLICES})")])
+
+
 @dataclass(frozen=True)
 class Slice:
     """One horizontal band of a final image (full_page_slices), encoded like the image."""
@@ -126,14 +150,14 @@ class Slice:
     body: bytes
 
 
-def cut_slices(data: bytes, height: int, overlap: int, options: EncodeOptions) -> list[Slice]:
-    """`data` cut top to bottom into bands of at most `height` rows, each repeating the `overlap` last rows
-    of the one before; the last band ends at the bottom (one band when the image is not taller)."""
-    image = pyvips.Image.new_from_buffer(data, "")
-    step = height - overlap
+def cut_slices(image: pyvips.Image, slicing: Slicing, options: EncodeOptions) -> list[Slice]:
+    """The final image cut top to bottom into bands (`slicing`), each encoded like the image; the last band
+    ends at the bottom (one band when the image is not taller). `image` is the final one, before (or
+    instead of) its own encoding: nothing is decoded again."""
+    step = slicing.height - slicing.overlap
     slices = []
     for top in range(0, image.height, step):
-        rows = min(height, image.height - top)
+        rows = min(slicing.height, image.height - top)
         slices.append(Slice(top, image.width, rows, encode(image.crop(0, top, image.width, rows), options)))
         if top + rows >= image.height:
             break
@@ -145,10 +169,16 @@ def decode(data: bytes) -> pyvips.Image:
     return pyvips.Image.new_from_buffer(data, "", access="sequential")
 
 
-def process(source: Source, steps: list[Step], options: EncodeOptions, deadline: float) -> tuple[bytes, int, int]:
-    """Source, steps, encode: the final bytes and their pixel size."""
+def process(source: Source, steps: list[Step], options: EncodeOptions, deadline: float,
+            slicing: Slicing | None = None) -> tuple[bytes, int, int, list[Slice]]:
+    """Source, steps, encode: the final bytes, their pixel size and, with `slicing`, the slices cut from the
+    same final image."""
     image = run_pipeline(source(), steps, deadline)
-    return encode(image, options), image.width, image.height
+    if slicing is None:
+        return encode(image, options), image.width, image.height, []
+    slicing.check(image.height)
+    image = image.copy_memory()  # rendered once: the final encoding and every slice read it
+    return encode(image, options), image.width, image.height, cut_slices(image, slicing, options)
 
 
 def run_pipeline(image: pyvips.Image, steps: list[Step], deadline: float) -> pyvips.Image:
@@ -169,6 +199,11 @@ def stitch(slices: list[tuple[bytes, int, int]]) -> pyvips.Image:
         parts.append(image.crop(0, skip, image.width, rows) if (skip, rows) != (0, image.height) else image)
     # `join`, not `arrayjoin`: arrayjoin pads every cell to the largest, and the slices differ in height.
     return functools.reduce(lambda top, bottom: top.join(bottom, "vertical"), parts)
+
+
+def decode_whole(data: bytes) -> pyvips.Image:
+    """An encoded image, read for random access (cut in bands)."""
+    return pyvips.Image.new_from_buffer(data, "")
 
 
 def image_size(data: bytes) -> tuple[int, int]:

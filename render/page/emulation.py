@@ -1,4 +1,4 @@
-"""Per-request emulation over CDP, applied to a prepared tab (DESIGN §6): device, media, place and time.
+"""Per-request emulation over CDP, applied to a prepared tab (bench/README.md: why): device, media, place and time.
 
 Creating a browser context per device shape costs a quarter of a second; the same emulation
 applied to the warm tab costs three CDP calls. Playwright is not told: the service captures through

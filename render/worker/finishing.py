@@ -13,7 +13,7 @@ import orjson
 import redis
 
 from render.capture.pipeline import Output
-from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
+from render.contract.errors import NameNotResolved, StorageAccessDenied
 from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from render.contract.wire import JobRequest, JobResult
@@ -26,7 +26,6 @@ from storage import Storage, StorageError, object_key
 from storage.paths import filled
 
 log = logging.getLogger(__name__)
-MAX_SLICES = 500  # full_page_slices: each is encoded and stored on its own
 
 
 class Finisher:
@@ -96,21 +95,10 @@ class Finisher:
                                  "location": location if options.storage_return_location else None}
 
     def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
-        """full_page_slices: each band of the final image stored, and a manifest of them (the API serves it
-        with fresh links: service/routes/account.py)."""
-        step = options.full_page_slice_height - options.full_page_slice_overlap_height
-        count = -(-max(1, (output.height or 1) - options.full_page_slice_overlap_height) // step)
-        if count > MAX_SLICES:
-            raise RequestNotValid(
-                f"full_page_slice_height: this {output.height} px image would make {count} slices, more than "
-                f"{MAX_SLICES}; ask for taller slices (or less overlap).",
-                [ErrorDetail("full_page_slice_height", f"too many slices ({count} > {MAX_SLICES})")])
-        palette = output.format == "png" and "image_quality" in options.model_fields_set
-        pieces = imaging.cut_slices(output.body, options.full_page_slice_height,
-                                    options.full_page_slice_overlap_height,
-                                    imaging.EncodeOptions(output.format, options.image_quality, palette=palette))
+        """full_page_slices: each band the capture cut from the final image stored, and a manifest of them (the
+        API serves it with fresh links: service/routes/account.py)."""
         slices = []
-        for index, piece in enumerate(pieces):
+        for index, piece in enumerate(output.slices):
             key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
                             piece.body, output.content_type)
             slices.append({"index": index, "offset_y": piece.offset_y, "width": piece.width,

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 import anyio
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from service import openapi
-from service.auth import authenticate
+from service.auth import Caller, caller
 from service.context import AppContext
 from service.errors import SignatureNotValid
-from service.params import collect
 from service.results import SLICES_SIGNED
 from storage.local import verify_file_signature
 
@@ -23,12 +23,9 @@ router = APIRouter(prefix="/v1/screenshot", tags=["account"])
 @router.get("/usage", openapi_extra={"security": openapi.SECURED},
             responses=openapi.json_responses("Usage", 400),
             summary="Quota and concurrency of the caller's organisation")
-async def usage(request: Request) -> Response:
+async def usage(request: Request, who: Annotated[Caller, Depends(caller())]) -> Response:
     context: AppContext = request.app.state.context
-    params = collect(method="GET", raw_query=request.url.query, body={},
-                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
-    org = await authenticate(params, context.organisations)
-    record = await context.quota.usage(org)
+    record = await context.quota.usage(who.organisation)
     return JSONResponse(record.to_json())
 
 

@@ -7,10 +7,10 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
@@ -18,14 +18,15 @@ from render.contract import request_params, sealing
 from render.contract.errors import CaptureTimeout, ErrorDetail, InternalError, ServiceError
 from render.contract.options import TakeOptions, parse_take_options
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.net.policy import check_url
 from render.queue import deliveries
 from render.queue.keys import ASYNC_JOB_FUNCTION
-from service import cache, openapi, webhooks
-from service.auth import authenticate
+from service import cache, openapi
+from service.auth import Caller, caller
 from service.context import AppContext
 from service.errors import JobNotFound
 from service.organisations import Organisation
-from service.params import RawParams, collect, list_fields, parse_body
+from service.params import list_fields
 from service.results import Presented, present_success
 from service.webhooks import schedule_of
 from storage import StorageError
@@ -37,13 +38,6 @@ SLOT_MARGIN_SECONDS = 5
 # An async job may wait in the queue: its slot is held that much longer before it can expire.
 ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
 
-async def read_params(request: Request, arrays: frozenset[str]) -> RawParams:
-    """Query string plus JSON body (POST), credentials separated out."""
-    body = parse_body(await request.body()) if request.method == "POST" else {}
-    return collect(method=request.method, raw_query=request.url.query, body=body,
-                   header_key=request.headers.get("x-access-key"), array_params=arrays)
-
-
 def new_reference() -> str:
     """A job id: sortable by time, unguessable."""
     return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
@@ -51,42 +45,41 @@ def new_reference() -> str:
 
 @router.get("/take", openapi_extra=openapi.query_parameters("take"), responses=openapi.capture_responses("take"),
             summary="Take a screenshot (parameters in the query)")
-async def take_get(request: Request) -> Response:
-    return await take(request)
+async def take_get(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+    return await take(request, who)
 
 
 @router.post("/take", openapi_extra=openapi.request_body("take"), responses=openapi.capture_responses("take"),
              summary="Take a screenshot (JSON body and/or query)")
-async def take_post(request: Request) -> Response:
-    return await take(request)
+async def take_post(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+    return await take(request, who)
 
 
 @router.get("/animate", openapi_extra=openapi.query_parameters("animate"),
             responses=openapi.capture_responses("animate"),
             summary="Record a page: a video or a scroll animation (parameters in the query)")
-async def animate_get(request: Request) -> Response:
-    return await take(request, parse_animate_options, ANIMATE_ARRAYS)
+async def animate_get(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+    return await take(request, who, parse_animate_options)
 
 
 @router.post("/animate", openapi_extra=openapi.request_body("animate"),
              responses=openapi.capture_responses("animate"),
              summary="Record a page: a video or a scroll animation (JSON body and/or query)")
-async def animate_post(request: Request) -> Response:
-    return await take(request, parse_animate_options, ANIMATE_ARRAYS)
+async def animate_post(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+    return await take(request, who, parse_animate_options)
 
 
-async def take(request: Request, parse: Callable[[dict[str, Any]], TakeOptions] = parse_take_options,
-               arrays: frozenset[str] = TAKE_ARRAYS) -> Response:
+async def take(request: Request, who: Caller,
+               parse: Callable[[dict[str, Any]], TakeOptions] = parse_take_options) -> Response:
     """/take and /animate: synchronous, cached, async or with a webhook."""
     context: AppContext = request.app.state.context
     started = time.monotonic()
     trace_id = request.state.trace_id
-    params = await read_params(request, arrays)
-    org = await authenticate(params, context.organisations)
-    options = parse(params.values)
+    org = who.organisation
+    options = parse(who.params.values)
     request_params.check(options)
     if options.webhook_url is not None:
-        await webhooks.check_target(options.webhook_url, context.policy)
+        await check_url("webhook_url", options.webhook_url, context.policy, unresolvable_is_invalid=True)
     if options.cache:
         return await take_cached(context, org, options, trace_id)
     reference = new_reference()
@@ -233,11 +226,9 @@ def job_options(context: AppContext, options: TakeOptions, reference: str) -> di
 @router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},
             responses=openapi.json_responses("Job", 400, 404),
             summary="State of a job (beyond the spec): queued, rendering, done, failed")
-async def job_status(request: Request, reference: str) -> Response:
+async def job_status(request: Request, reference: str, who: Annotated[Caller, Depends(caller())]) -> Response:
     context: AppContext = request.app.state.context
-    params = collect(method="GET", raw_query=request.url.query, body={},
-                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
-    org = await authenticate(params, context.organisations)
+    org = who.organisation
     record = await context.records.get(reference)
     if record.get("organisation") != org.id:
         raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept 7 days).",

@@ -140,6 +140,17 @@ def test_every_command_says_what_it_does(tmp_path: Path, command: tuple[str, ...
     assert len(description.split()) >= 4, shown
 
 
+def test_the_help_names_every_command_and_sign_shows_its_parameters(tmp_path: Path) -> None:
+    shown = cli("--help", env=cli_env(tmp_path)).stdout
+    usage, description = shown.split("\n\n")[:2]
+    commands = re.search(r"\{([a-z,]+)\}", usage).group(1).split(",")  # type: ignore[union-attr]
+    assert {"run", "api", "worker", "webhooks", "healthcheck", "keys", "take", "sign"} <= set(commands)
+    named = set(re.findall(r"[a-z]+", description))
+    assert [command for command in commands if command not in named] == []
+    sign_usage = cli("sign", "--help", env=cli_env(tmp_path)).stdout.split("\n\n")[0]
+    assert "[name=value ...]" in sign_usage
+
+
 def test_keys_create_refuses_negative_limits(tmp_path: Path) -> None:
     for flag, value, problem in (("--quota", "-5", "-5 is less than 0"), ("--concurrency", "0", "0 is less than 1"),
                                  ("--quota", "many", "'many' is not a whole number")):

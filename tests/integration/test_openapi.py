@@ -46,6 +46,11 @@ def test_the_document_types_every_parameter_and_answer(client: httpx.Client) -> 
     query = {p["name"]: p for p in take["get"]["parameters"]}
     assert set(query) == {f.alias or n for n, f in TakeOptions.model_fields.items()} | {"signature"}
     assert {"type": "integer", "minimum": 1, "maximum": 16384}.items() <= query["viewport_width"]["schema"].items()
+    # Defaults the model leaves unset (a preset may set them) are stated where client generators show them.
+    for name, default in (("viewport_width", "1280"), ("viewport_height", "1024"), ("device_scale_factor", "1")):
+        assert query[name]["description"].endswith(f"Default: {default}, unless viewport_device sets it."), name
+        assert spec["components"]["schemas"]["TakeOptions"]["properties"][name]["description"] == \
+            query[name]["description"]
     assert query["full_page"]["schema"]["type"] == "boolean" and query["full_page"]["schema"]["default"] is False
     assert "png" in query["format"]["schema"]["enum"] and query["format"]["schema"]["default"] == "png"
     assert query["hide_selectors"]["schema"]["type"] == "array" and query["hide_selectors"]["explode"] is True

@@ -7,7 +7,7 @@ import time
 import pytest
 import pyvips
 
-from render.contract.errors import ResultingImageTooLarge
+from render.contract.errors import RequestNotValid, ResultingImageTooLarge
 from render.output import imaging
 
 
@@ -89,3 +89,39 @@ def test_stitch_joins_slices_of_different_heights_without_padding() -> None:
     assert (stitched.width, stitched.height) == (64, 58)
     assert [round(v) for v in stitched.getpoint(8, 10)[:3]] == [255, 0, 0]
     assert [round(v) for v in stitched.getpoint(8, 55)[:3]] == [0, 255, 0]
+
+
+def gradient(width: int, height: int) -> pyvips.Image:
+    """Each row a different grey: a band cut at the wrong row shows."""
+    rows = pyvips.Image.xyz(width, height)[1] * 255 / max(1, height - 1)
+    return rows.cast("uchar").bandjoin([rows.cast("uchar"), rows.cast("uchar")]).copy(interpretation="srgb")
+
+
+@pytest.mark.parametrize(("height", "overlap", "bands"), [
+    (1000, 100, [(0, 1000), (900, 1000), (1800, 1000), (2700, 300)]),
+    (2000, 0, [(0, 2000), (2000, 1000)]),
+    (4000, 0, [(0, 3000)]),
+], ids=["overlap", "no-overlap", "one-band"])
+def test_slices_are_cut_from_the_final_image_in_the_same_pass(height: int, overlap: int,
+                                                               bands: list[tuple[int, int]]) -> None:
+    slicing = imaging.Slicing(height, overlap)
+    options = imaging.EncodeOptions("png", 80)
+    body, width, full_height, slices = imaging.process(
+        lambda: gradient(40, 3000), [imaging.resize(40, 3000)], options, time.monotonic() + 30, slicing)
+    assert (width, full_height) == (40, 3000) and slicing.count(3000) == len(bands)
+    assert [(piece.offset_y, piece.height) for piece in slices] == bands
+    whole = pyvips.Image.new_from_buffer(body, "")
+    for piece in slices:
+        band = pyvips.Image.new_from_buffer(piece.body, "")
+        assert (band.width, band.height) == (40, piece.height)
+        assert (band - whole.crop(0, piece.offset_y, 40, piece.height)).abs().max() == 0
+    _, _, _, none = imaging.process(lambda: gradient(40, 30), [], options, time.monotonic() + 30)
+    assert none == []
+
+
+def test_too_many_slices_are_refused_naming_the_field() -> None:
+    with pytest.raises(RequestNotValid) as refused:
+        imaging.process(lambda: gradient(10, 3000), [], imaging.EncodeOptions("png", 80),
+                        time.monotonic() + 30, imaging.Slicing(1, 0))
+    assert refused.value.details[0].field == "full_page_slice_height" and "3000 slices" in refused.value.message
+    imaging.Slicing(6, 0).check(3000)  # 500 bands: the most a capture may store

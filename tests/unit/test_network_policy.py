@@ -7,11 +7,11 @@ import ipaddress
 
 import pytest
 
-from render.contract.errors import RequestNotValid
+from render.contract.errors import NameNotResolved, RequestNotValid
 from render.net.policy import (
     AddressNotAllowed,
     NetworkPolicy,
-    check_main_url,
+    check_url,
     is_public_address,
 )
 from render.settings import parse_allowed, parse_overrides
@@ -67,4 +67,17 @@ def test_a_name_with_any_private_answer_is_refused() -> None:
     with pytest.raises(AddressNotAllowed, match="127.0.0.1"):
         asyncio.run(policy.checked_address("mixed.test"))
     with pytest.raises(RequestNotValid, match="SCREENSHOT_ALLOWED_NETWORKS"):
-        asyncio.run(check_main_url("http://mixed.test/", policy))
+        asyncio.run(check_url("url", "http://mixed.test/", policy))
+
+
+def test_one_check_serves_the_capture_url_and_the_webhook_naming_each() -> None:
+    policy = NetworkPolicy(overrides={"inside.test": [ipaddress.ip_address("10.0.0.8")]})
+    with pytest.raises(RequestNotValid) as refused:
+        asyncio.run(check_url("webhook_url", "http://inside.test/hook", policy, unresolvable_is_invalid=True))
+    assert [(d.field, d.message) for d in refused.value.details] == [("webhook_url", "address not allowed")]
+    assert refused.value.message.startswith("webhook_url: the address 10.0.0.8 of inside.test is not allowed")
+    with pytest.raises(RequestNotValid) as unresolvable:
+        asyncio.run(check_url("webhook_url", "http://nowhere.invalid/", policy, unresolvable_is_invalid=True))
+    assert [(d.field, d.message) for d in unresolvable.value.details] == [("webhook_url", "not resolvable")]
+    with pytest.raises(NameNotResolved):  # the capture's own URL: a network error of the target, not the request's
+        asyncio.run(check_url("url", "http://nowhere.invalid/", policy))

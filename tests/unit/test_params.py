@@ -1,4 +1,4 @@
-"""From query string and JSON body to raw parameters (DESIGN §4)."""
+"""From query string and JSON body to raw parameters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signed requests: both message forms of DESIGN §4."""
+"""Signed requests: both message forms (README, Keys, quotas and signed requests)."""
 
 from __future__ import annotations
 
