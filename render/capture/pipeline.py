@@ -31,14 +31,13 @@ from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.documents import html_to_markdown
 from render.page import motion, preparation, request_context
-from render.page.annoyances import Annoyances
-from render.page.blocking import FilterLists, RequestBlocker
-from render.page.blocking import wanted as blocking_wanted
+from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
 from render.page.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
+from render.page.shield import Shield
 from render.settings import RenderSettings
 
 # Chromium encodes these itself; the others go through pyvips.
@@ -127,24 +126,18 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await emulate(tab, options.viewport, env.chrome_version)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
-    annoyances = Annoyances(options, env.consent_rules)
-    blocker = RequestBlocker(options, env.lists, annoyances) if blocking_wanted(options) else None
-    if blocker is not None or annoyances.changes_page or options.fail_if_request_failed or options.click \
-            or options.hover:
+    shield = Shield(options, env.lists, env.consent_rules)
+    if shield.changes_page or options.fail_if_request_failed or options.click or options.hover:
         tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
-    if blocker is not None:
-        await blocker.attach(tab.page)
-    await annoyances.install(tab)
+    await shield.before_load(tab)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     response = await _load(tab, options, env, deadline)
-    if blocker is not None:
-        await blocker.hide_ad_elements(tab.page)
-    await annoyances.clear(tab.page, deadline)  # before preparing: overlays would be in the way of clicks
+    await shield.after_load(tab.page, deadline)
     await prepare(tab.page, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
     if options.delay or prepares(options):
-        await annoyances.clear(tab.page, deadline)  # what appeared meanwhile
+        await shield.after_preparation(tab.page, deadline)
     if options.reduce_motion:
         await motion.reduce(tab.page)
     await check_content(tab.page, options)
