@@ -30,7 +30,7 @@ def iso_time(unix_seconds: float) -> str:
 def present(options: TakeOptions, result: JobResult, content: tuple[str, float] | None
             ) -> tuple[dict[str, Any], dict[str, str]]:
     """(JSON body fields, headers) for what the options asked; `content` is the content's URL and expiry."""
-    found: dict[str, Any] = result.extra.get("metadata", {})
+    found = result.metadata
     metadata: dict[str, Any] = {}
     body: dict[str, Any] = {}
     headers: dict[str, str] = {}
@@ -65,8 +65,8 @@ def present(options: TakeOptions, result: JobResult, content: tuple[str, float] 
             headers["x-service-http-status-code"] = str(http["status_code"])
         if "headers" in http:
             headers["x-service-http-headers"] = compact_json(http["headers"])
-    if "vision" in result.extra:
-        completion = result.extra["vision"]["completion"]
+    if result.vision_completion is not None:
+        completion = result.vision_completion
         body["vision"] = {"completion": completion}
         headers["x-service-vision-completion"] = percent_encoded(completion)
     return body, headers

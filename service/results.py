@@ -7,7 +7,7 @@ a webhook delivery carry exactly the same body and headers for the same `respons
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -103,21 +103,21 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
                     cache_url: str | None = None) -> Presented:
     """by_format: the bytes; json: the JSON body (README, A first request); empty: headers only. Metadata (and
     the cache URL) go with all three. `result.body` must hold the bytes for by_format."""
-    content_key = result.extra.get("content_key")
+    content_key = result.content_key
     fields, metadata_headers = metadata.present(options, result, links.url(content_key) if content_key else None)
     headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
     if cache_url is not None:
         headers["x-service-cache-url"] = cache_url
-    stored = result.extra.get("store")
+    stored = result.stored_copy
     if stored is not None:  # store=true: where the caller's bucket has it
-        headers["x-service-store-bucket"] = stored["bucket"]
-        headers["x-service-store-key"] = stored["key"]
-        if stored["location"] is not None:
-            headers["x-service-store-location"] = stored["location"]
-        fields["store"] = stored
-    if "slices_manifest" in result.extra:
-        headers["x-service-full-page-slices-url"] = links.slices_url(result.extra["slices_manifest"])
-        fields["slices"] = links.slices(result.extra["slices"])
+        headers["x-service-store-bucket"] = stored.bucket
+        headers["x-service-store-key"] = stored.key
+        if stored.location is not None:
+            headers["x-service-store-location"] = stored.location
+        fields["store"] = asdict(stored)
+    if result.slices_manifest is not None:
+        headers["x-service-full-page-slices-url"] = links.slices_url(result.slices_manifest)
+        fields["slices"] = links.slices([asdict(piece) for piece in result.slices])
     if options.response_type == "by_format":
         if options.attachment_name is not None:
             headers["content-disposition"] = content_disposition(options.attachment_name)

@@ -61,6 +61,26 @@ class JobRequest:
         return cls(**{**data, "webhook": WebhookOrder(**webhook) if webhook else None})
 
 
+@dataclass(frozen=True)
+class StoredSlice:
+    """One band of a full_page_slices capture, as stored (its manifest lists them)."""
+
+    index: int
+    offset_y: int
+    width: int
+    height: int
+    key: str  # in the service's storage
+
+
+@dataclass(frozen=True)
+class StoredCopy:
+    """store=true: where the caller's own bucket has the output."""
+
+    bucket: str
+    key: str
+    location: str | None  # its URL, with storage_return_location
+
+
 @dataclass
 class JobResult:
     """Outcome of a job: either the output (bytes or a stored object) or an error payload."""
@@ -75,7 +95,14 @@ class JobResult:
     height: int | None = None
     storage_key: str | None = None
     error: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    acquire_seconds: float = 0.0  # how long the job waited for its tab (profiling)
+    blocked_requests: int = 0  # connections the network policy refused
+    metadata: dict[str, Any] = field(default_factory=dict)  # the metadata_* facts (render.output.metadata)
+    vision_completion: str | None = None
+    content_key: str | None = None  # metadata_content: where the page's content is stored
+    stored_copy: StoredCopy | None = None
+    slices: list[StoredSlice] = field(default_factory=list)
+    slices_manifest: str | None = None  # the stored manifest of `slices`
     started_at: float = 0.0  # UNIX seconds when a worker picked the job up
     finished_at: float = 0.0  # UNIX seconds when the result was ready
     body: bytes = b""
@@ -102,9 +129,12 @@ class JobResult:
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any], body: bytes = b"") -> JobResult:
-        meta = dict(meta)
+        meta = {name: value for name, value in meta.items() if name in _RESULT_FIELDS}
         variants = [cls.from_meta(v) for v in meta.pop("variants", [])]
-        return cls(**meta, body=body, variants=variants)
+        stored_copy = meta.pop("stored_copy", None)
+        slices = [StoredSlice(**piece) for piece in meta.pop("slices", [])]
+        return cls(**meta, body=body, variants=variants, slices=slices,
+                   stored_copy=StoredCopy(**stored_copy) if stored_copy else None)
 
     @classmethod
     def from_redis(cls, fields: dict[bytes, bytes]) -> JobResult:
@@ -112,3 +142,8 @@ class JobResult:
         for index, variant in enumerate(result.variants):
             variant.body = fields.get(f"body:{index}".encode(), b"")
         return result
+
+
+# What a stored result may hold: results kept by an older version (a cache entry lives up to 30 days) may
+# have fields this one no longer has.
+_RESULT_FIELDS = frozenset(JobResult.__dataclass_fields__)

@@ -16,7 +16,7 @@ from render.capture.pipeline import Output
 from render.contract.errors import NameNotResolved, StorageAccessDenied
 from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
-from render.contract.wire import JobRequest, JobResult
+from render.contract.wire import JobRequest, JobResult, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
 from render.queue.keys import result_key
@@ -46,16 +46,15 @@ class Finisher:
         result = JobResult(
             job.reference, ok=True, rendering_seconds=time.monotonic() - started,
             content_type=output.content_type, size_bytes=len(output.body), format=output.format,
-            width=output.width, height=output.height, body=output.body,
-            extra={"acquire_seconds": round(acquire_seconds, 4),
-                   "blocked_requests": output.blocked_requests, "metadata": output.metadata})
+            width=output.width, height=output.height, body=output.body, acquire_seconds=round(acquire_seconds, 4),
+            blocked_requests=output.blocked_requests, metadata=output.metadata)
         log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
                   acquire_seconds, result.rendering_seconds)
         if options.vision_provider_api_key is not None:
-            result.extra["vision"] = {"completion": self._ask_vision(job, options, output)}
+            result.vision_completion = self._ask_vision(job, options, output)
         if output.content is not None:
             body, extension, content_type = output.content
-            result.extra["content_key"] = self._put(
+            result.content_key = self._put(
                 object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
         if options.full_page_slices:
             self._store_slices(job, options, output, result)
@@ -91,22 +90,19 @@ class Finisher:
             location = upload(destination, output.body, output.content_type, self.egress_url)
         except StorageError as error:
             raise StorageAccessDenied(f"Could not upload to bucket {destination.bucket!r}: {error}.") from None
-        result.extra["store"] = {"bucket": destination.bucket, "key": destination.key,
-                                 "location": location if options.storage_return_location else None}
+        result.stored_copy = StoredCopy(destination.bucket, destination.key,
+                                        location if options.storage_return_location else None)
 
     def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """full_page_slices: each band the capture cut from the final image stored, and a manifest of them (the
         API serves it with fresh links: service/routes/account.py)."""
-        slices = []
         for index, piece in enumerate(output.slices):
             key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
                             piece.body, output.content_type)
-            slices.append({"index": index, "offset_y": piece.offset_y, "width": piece.width,
-                           "height": piece.height, "key": key})
-        result.extra["slices"] = slices
-        result.extra["slices_manifest"] = self._put(
+            result.slices.append(StoredSlice(index, piece.offset_y, piece.width, piece.height, key))
+        result.slices_manifest = self._put(
             object_key(job.organisation, f"{job.reference}-slices", "json"),
-            orjson.dumps({"slices": slices}), "application/json")
+            orjson.dumps({"slices": result.slices}), "application/json")
 
     def _ask_vision(self, job: JobRequest, options: TakeOptions, output: Output) -> str:
         """The provider's completion for the final image; the key was opened with the job, is used once here."""

@@ -93,8 +93,8 @@ async def take(request: Request, who: Caller,
                                store=options.response_type == "json" or options.webhook_url is not None)
     context.metrics.request_seconds.observe(time.monotonic() - started)
     context.metrics.render_seconds.observe(result.rendering_seconds)
-    if result.extra.get("blocked_requests"):
-        context.metrics.blocked_requests.labels("private_network").inc(result.extra["blocked_requests"])
+    if result.blocked_requests:
+        context.metrics.blocked_requests.labels("private_network").inc(result.blocked_requests)
     if options.webhook_url is not None:
         await enqueue_webhook(context, org, options, reference, trace_id, result)
     return respond(present_success(options, result, reference, trace_id, context.links))
