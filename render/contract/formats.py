@@ -23,6 +23,9 @@ class OutputFormat:
     chromium: str | None = None  # images Chromium encodes itself: CDP Page.captureScreenshot's format
     vision: bool = False  # a chat-completions provider takes it as image input (others are sent as PNG)
     quality: bool = False  # `image_quality` 0-100 shapes the encoding (png: only as a palette's quality)
+    # The lowest encoder quality that still gives a recognisable picture. libvips refuses Q=0 (and then
+    # encoded at its default, so 0 came out better than 1); TIFF's JPEG codec at Q=1 is a grey blur.
+    min_quality: int = 1
 
     @property
     def bare_media_type(self) -> str:
@@ -37,7 +40,7 @@ _IMAGES = (
     OutputFormat("webp", "image", "image/webp", "webp", 16383, vision=True, quality=True),
     OutputFormat("avif", "image", "image/avif", "avif", 16384, quality=True),
     OutputFormat("heif", "image", "image/heif", "heif", 16384, quality=True),
-    OutputFormat("tiff", "image", "image/tiff", "tiff", 2**32 - 1, quality=True),
+    OutputFormat("tiff", "image", "image/tiff", "tiff", 2**32 - 1, quality=True, min_quality=3),
     OutputFormat("jp2", "image", "image/jp2", "jp2", 2**32 - 1, quality=True),
     OutputFormat("gif", "image", "image/gif", "gif", 65535, vision=True),
 )
@@ -64,6 +67,15 @@ VIDEO_NAMES = tuple(f.name for f in _VIDEOS)
 ImageFormat = Literal[IMAGE_NAMES]  # type: ignore[valid-type]
 Format = Literal[IMAGE_NAMES + DOCUMENT_NAMES]  # type: ignore[valid-type]
 VideoFormat = Literal[VIDEO_NAMES]  # type: ignore[valid-type]
+
+
+def quality_formats() -> str:
+    """The formats `image_quality` shapes, one name per media type ("jpeg, webp, ...")."""
+    names: dict[str, str] = {}
+    for f in _IMAGES:
+        if f.quality:
+            names.setdefault(f.media_type, f.name)
+    return ", ".join(names.values())
 
 
 def output_format(name: str) -> OutputFormat:

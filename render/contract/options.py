@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
 from render.contract.devices import Viewport, resolve_viewport
 from render.contract.errors import ErrorDetail
-from render.contract.formats import IMAGE_FORMATS, Format, OutputFormat, output_format
+from render.contract.formats import IMAGE_FORMATS, Format, OutputFormat, output_format, quality_formats
 from render.contract.validation import CrossFieldError, all_or_none, validate_all
 from render.contract.values import (
     ApiKey,
@@ -227,8 +227,8 @@ class TakeOptions(BaseModel):
                                        pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
 
     # Image post-processing
-    image_quality: int = param(80, "Image", "Quality 0-100 (jpeg, webp, avif, heif, tiff, jp2; png: "
-                               "palette quantisation when given).", ge=0, le=100)
+    image_quality: int = param(80, "Image", f"Quality 0-100 ({quality_formats()}; png: palette quantisation "
+                               "when given).", ge=0, le=100)
     image_width: int | None = param(None, "Image", "Output width; aspect ratio kept (with both, fits inside).",
                                     shown_default="the capture's width", ge=1, le=65535)
     image_height: int | None = param(None, "Image", "Output height; aspect ratio kept.",

@@ -82,15 +82,10 @@ def jp2_psnr(quality: int) -> int:
     return round(22 + quality / 4)
 
 
-# The lowest encoder quality that still gives a recognisable picture. libvips refuses Q=0 (and then
-# encoded at its default, so 0 came out better than 1); TIFF's JPEG codec at Q=1 is a grey blur.
-MIN_ENCODER_QUALITY = {"tiff": 3}
-
-
 def encode(image: pyvips.Image, options: EncodeOptions) -> bytes:
     """Write the image in its output format, tuned for speed at the requested quality."""
     fmt = options.format
-    q = max(options.quality, MIN_ENCODER_QUALITY.get(fmt, 1))
+    q = max(options.quality, FORMATS[fmt].min_quality)
     image = image.cast("uchar") if image.format != "uchar" else image
     if fmt == "png":
         if options.palette:
