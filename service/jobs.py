@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import job_key
 from render.queue.records import JOB_RECORD_TTL_SECONDS
-from service.organisations import text
+from render.queue.redis_client import text
 
 
 class JobRecords:

@@ -19,15 +19,11 @@ from redis.typing import EncodableT, FieldT
 
 from render.queue.keys import ORGS_KEY, access_key_key
 from render.queue.keys import org_key as _org_key
+from render.queue.redis_client import text
 
 
 def _access_key_key(access_key: str) -> str:
     return access_key_key(hashlib.sha256(access_key.encode()).hexdigest())
-
-
-def text(value: bytes | str) -> str:
-    """A Redis reply as text (clients here return bytes)."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 KEY_ALPHABET = string.ascii_letters + string.digits

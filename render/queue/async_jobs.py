@@ -25,15 +25,11 @@ from render.queue.keys import (
 )
 from render.queue.ledger import settle_now
 from render.queue.records import Absences, mark_job
+from render.queue.redis_client import text
 
 log = logging.getLogger(__name__)
 SWEEP_LOCK_SECONDS = 60
 UNCLAIMED_SECONDS = 3.0  # a live worker claims an async job within milliseconds of taking it from its queue
-
-
-def text(value: bytes | str) -> str:
-    """A Redis reply as text (clients here return bytes)."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def claim(connection: redis.Redis, job: JobRequest, worker: str) -> None:

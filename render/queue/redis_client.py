@@ -109,6 +109,11 @@ class _SentinelTlsConnection(_SentinelConnection, redis.connection.SSLConnection
     """`_SentinelConnection` over TLS."""
 
 
+def text(value: bytes | str) -> str:
+    """A Redis reply as text (clients here return bytes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def parse_sentinels(value: str) -> tuple[tuple[str, int], ...]:
     """`host:port,host:port` (port 26379 when left out); ValueError naming what is wrong."""
     found = []

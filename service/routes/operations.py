@@ -12,10 +12,10 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from render.queue.keys import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
+from render.queue.redis_client import text
 from service import error_reference, openapi
 from service.context import AppContext
 from service.errors import RouteNotFound
-from service.organisations import text
 
 router = APIRouter(tags=["operations"])
 WORKER_SEEN_WITHIN_SECONDS = 30
