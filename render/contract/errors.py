@@ -102,10 +102,13 @@ class PageCrashed(InternalError):
             "than about 290 MB can be captured where the operator sets SCREENSHOT_CHROMIUM_LOW_MEMORY=false.")
 
 
+class BrowserGone(InternalError):
+    """Chromium itself stopped under a job (it crashed or was killed): the service's fault, not the target's.
+    The worker runs the job once more on a new Chromium before it answers this."""
 
-
-
-
+    def __init__(self) -> None:
+        super().__init__("The browser rendering this capture stopped (it crashed or was killed), twice; nothing "
+                         "was charged. It is safe to retry the request.")
 
 
 class RequestNotValid(ServiceError):
@@ -131,7 +134,6 @@ class InvalidHeaderParameter(ServiceError):
 class ResultingImageTooLarge(ServiceError):
     code = "resulting_image_too_large"
     status = 400
-
 
 
 class NameNotResolved(ServiceError):

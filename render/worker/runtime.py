@@ -23,6 +23,7 @@ from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.contract import sealing
 from render.contract.errors import (
+    BrowserGone,
     CaptureTimeout,
     InternalError,
     PageCrashed,
@@ -129,6 +130,18 @@ class WorkerRuntime:
 
     def _run(self, options: TakeOptions, unix_deadline: float,
              work: Callable[[Tab, Environment, float], Awaitable[T]], *, owner: str | None = None) -> T:
+        try:
+            return self._run_once(options, unix_deadline, work, owner)
+        except BrowserGone:
+            # Nothing of the job left the worker yet (uploads and deliveries come after the capture): it runs
+            # once more, on the Chromium the pool starts in place of the dead one.
+            if time.time() >= unix_deadline:
+                raise
+            log.warning("chromium stopped under a job; running it again on a new one")
+            return self._run_once(options, unix_deadline, work, owner)
+
+    def _run_once(self, options: TakeOptions, unix_deadline: float,
+                  work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
         future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work, owner), self.loop)
         hard_limit = unix_deadline - time.time() + self.settings.deadline_grace_seconds
         try:
@@ -152,6 +165,9 @@ class WorkerRuntime:
                 env = Environment(self.settings, self.policy, self.tabs.chrome_version, self.egress, self.lists)
                 return await work(tab, env, deadline)
         except Exception as error:
+            if not self.tabs.chromium.alive():  # whatever step failed, and however, Chromium itself had died
+                healthy = False
+                raise BrowserGone() from None
             if tab.crashed:  # whatever step failed, and however, the page's renderer had died
                 raise PageCrashed(options.url or "the page") from None
             if isinstance(error, TimeoutError):
