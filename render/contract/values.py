@@ -5,11 +5,13 @@ and `/animate`'s); a violation is a `ValueError` whose text becomes the field's 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 import zoneinfo
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+import ada_url
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from render.contract.devices import DEVICE_IDS
@@ -65,12 +67,37 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
+def _same_host_as_the_browser(value: str) -> None:
+    """The URL's host as this service reads it (urlsplit: the network policy, the proxy and storage clients)
+    must be the host the browser goes to (the WHATWG URL standard, by ada-url): a URL two parsers read
+    differently (`http://127.0.0.1\\@allowed.test/`) could pass a check made on one host and reach another."""
+    authority = urlsplit(value).netloc
+    if "\\" in authority or _CONTROL.search(authority):
+        raise ValueError("must not contain a backslash or control characters before its path")
+    try:
+        browser_host = ada_url.URL(value).hostname.strip("[]")
+    except ValueError:
+        raise ValueError("is not a URL a browser can read (WHATWG URL standard)") from None
+    our_host = urlsplit(value).hostname or ""
+    try:
+        same = ipaddress.ip_address(our_host) == ipaddress.ip_address(browser_host)
+    except ValueError:  # a name (or a number the browser reads as an address, as 127.1: then they differ)
+        try:
+            same = ada_url.idna_to_ascii(our_host).decode().lower() == browser_host
+        except (ValueError, UnicodeError):
+            same = False
+    if not same:
+        raise ValueError(f"names the host {browser_host!r} as a browser reads it, but {our_host!r} as other "
+                         "parsers read it; write the host plainly")
+
+
 def _http_url(value: str) -> str:
     parts = urlsplit(value.strip())
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ValueError("must be an http:// or https:// URL with a host")
     if _CONTROL.search(value.strip()):
         raise ValueError("must not contain line breaks or other control characters")
+    _same_host_as_the_browser(value.strip())
     return value.strip()
 
 
@@ -111,6 +138,7 @@ def _proxy_url(value: str) -> str:
         port = None
     if parts.scheme != "http" or not parts.hostname or port is None:
         raise ValueError("must be http://user:password@host:port/ (credentials optional)")
+    _same_host_as_the_browser(value)
     return value
 
 
@@ -149,6 +177,7 @@ def _store_endpoint(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
             or parts.username or parts.password:
         raise ValueError("must be an http(s) URL of the store, without credentials, query or fragment")
+    _same_host_as_the_browser(value)
     return value
 
 

@@ -112,3 +112,37 @@ def test_wait_for_selector_must_name_a_selector(value: str) -> None:
     with pytest.raises(RequestNotValid) as caught:
         parse_take_options({"url": "https://example.com", "wait_for_selector": value})
     assert caught.value.details[0].field == "wait_for_selector"
+
+
+CONFUSING = "http://127.0.0.1:8080\\@allowed.test:8080/x"  # Python's parser: allowed.test; a browser: 127.0.0.1
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("url", CONFUSING), ("webhook_url", CONFUSING), ("watermark_image_url", CONFUSING),
+    ("url", "http://127.1/"), ("url", "http://0x7f.1/"),
+    ("proxy", "http://user:secretpw@10.0.0.1:3128\\@proxy.example:3128/"),
+    ("storage_endpoint", "https://10.0.0.1\\@store.example/"),
+], ids=["url", "webhook", "watermark", "short-ipv4", "hex-ipv4", "proxy", "storage-endpoint"])
+def test_a_url_the_browser_reads_otherwise_is_refused_naming_its_field(field: str, value: str) -> None:
+    params: dict[str, object] = {"url": "https://example.com/", field: value}
+    if field.startswith("storage_"):
+        params.update(store=True, storage_path="a", storage_bucket="shots")
+    with pytest.raises(RequestNotValid) as refused:
+        parse_take_options(params)
+    assert [detail.field for detail in refused.value.details] == [field]
+    assert "secretpw" not in refused.value.message  # a proxy's password is never echoed
+
+
+@pytest.mark.parametrize("url", ["http://bücher.de/", "https://Example.COM./a", "http://[::1]:8080/",
+                                 "http://[::ffff:127.0.0.1]/", "http://a.com%2F@b.com/", "https://example.com"])
+def test_urls_both_parsers_read_alike_pass(url: str) -> None:
+    assert parse_take_options({"url": url}).url == url
+
+
+def test_the_recording_navigation_url_is_checked_the_same_way() -> None:
+    from animate.options import parse_animate_options
+
+    with pytest.raises(RequestNotValid) as refused:
+        parse_animate_options({"url": "https://example.com/", "scenario": "scroll",
+                               "scroll_try_navigate": True, "scroll_navigate_to_url": CONFUSING})
+    assert [detail.field for detail in refused.value.details] == ["scroll_navigate_to_url"]
