@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import secrets
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -28,6 +30,8 @@ from service.settings import Settings
 
 STOP_TIMEOUT_SECONDS = 30
 UNIX_SOCKET_PATH_MAX = 100
+RESTART_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)  # before each restart of a process that keeps dying
+STABLE_SECONDS = 30  # a process that ran this long starts its back-off afresh
 
 
 class EmbeddedRedis:
@@ -120,6 +124,54 @@ def _child(role: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
                             stdin=subprocess.DEVNULL)
 
 
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL whatever is left of a child's process group (each child leads one): the RQ scheduler a
+    deliverer forked, a worker's Chromium. Left alive, they would outlive their parent under PID 1."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+class Supervised:
+    """One process `run` keeps running: when it dies its process group is ended, and it is started again
+    after a back-off that grows while it keeps dying and resets once it has run for STABLE_SECONDS."""
+
+    def __init__(self, role: str, start: Callable[[], subprocess.Popen[bytes]],
+                 running: subprocess.Popen[bytes] | None = None) -> None:
+        self.role = role
+        self._start = start
+        self.process = running or start()
+        self._started = time.monotonic()
+        self._failures = 0
+        self._due: float | None = None  # when the restart is due, while it waits for its back-off
+
+    def _back_off(self, now: float) -> float:
+        delay = RESTART_BACKOFF_SECONDS[min(self._failures, len(RESTART_BACKOFF_SECONDS) - 1)]
+        self._failures += 1
+        self._due = now + delay
+        return delay
+
+    def check(self) -> None:
+        """Restart the process if it died and its back-off has passed; called every supervision tick."""
+        now = time.monotonic()
+        if self._due is None:
+            if self.process.poll() is None:
+                if now - self._started >= STABLE_SECONDS:
+                    self._failures = 0
+                return
+            _end_group(self.process)
+            delay = self._back_off(now)
+            print(f"{self.role} exited with {self.process.returncode}; restarting it in {delay:g} s",
+                  file=sys.stderr, flush=True)
+        if self._due is not None and now >= self._due:
+            try:
+                self.process = self._start()
+            except SystemExit as failed:  # the embedded Redis did not come back
+                print(f"{self.role} did not start ({failed}); retrying in {self._back_off(now):g} s",
+                      file=sys.stderr, flush=True)
+                return
+            self._started, self._due = time.monotonic(), None
+
+
 def _wait_ready(url: str, api: subprocess.Popen[bytes], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -174,16 +226,19 @@ def run(settings: Settings) -> int:
     env = {**os.environ, "SCREENSHOT_REDIS_URL": redis_url, "SCREENSHOT_DATA_DIR": str(data_dir),
            # Kept in memory only: it lets the API hand callers' vision keys to the workers sealed.
            "SCREENSHOT_JOB_SECRET": settings.render.job_secret or secrets.token_hex(32)}
-    api: subprocess.Popen[bytes] | None = None
-    workers: list[subprocess.Popen[bytes]] = []
+    api: Supervised | None = None
+    children: list[Supervised] = []
+    redis_server = None
+    if embedded is not None:
+        redis_server = Supervised("redis-server", lambda: _restarted(embedded), running=embedded.process)
     try:
         key, signing_key = asyncio.run(_ensure_default_key(redis_url, settings))
         print(f"Starting {service.workers} render worker(s) and the API ...", flush=True)
-        workers = [_child("worker", env) for _ in range(service.workers)] + [_child("webhooks", env)]
-        roles = ["worker"] * service.workers + ["webhooks"]
-        api = _child("api", env)
+        children = [Supervised(role, functools.partial(_child, role, env))
+                    for role in ["worker"] * service.workers + ["webhooks"]]
+        api = Supervised("api", functools.partial(_child, "api", env))
         url = service.base_url
-        if not _wait_ready(url, api, timeout=60):
+        if not _wait_ready(url, api.process, timeout=60):
             print(f"error: the API did not become ready at {url}/readyz (is port {service.port} free? set "
                   "SCREENSHOT_PORT)", file=sys.stderr)
             return 1
@@ -197,19 +252,21 @@ def run(settings: Settings) -> int:
               f"  docs:        {url}/docs\n"
               "Press Ctrl-C to stop.", flush=True)
         while not stop["requested"]:
-            if api.poll() is not None:
-                print("error: the API process exited; stopping", file=sys.stderr)
-                return 1
-            for index, worker in enumerate(workers):
-                if worker.poll() is not None:
-                    print(f"{roles[index]} exited with {worker.returncode}; restarting it", file=sys.stderr)
-                    workers[index] = _child(roles[index], env)
+            for supervised in [*([redis_server] if redis_server else []), api, *children]:
+                supervised.check()
             time.sleep(0.2)
         print("Stopping ...", flush=True)
         return 0
     finally:
-        _stop_children([p for p in [api] if p is not None])
-        _stop_children(workers)
+        _stop_children([api.process] if api is not None else [])
+        _stop_children([child.process for child in children])
         if embedded is not None:
             embedded.stop()
         print("Stopped.", flush=True)
+
+
+def _restarted(embedded: EmbeddedRedis) -> subprocess.Popen[bytes]:
+    """The private Redis started again on its data dir (its AOF brings every key back)."""
+    embedded.start()
+    assert embedded.process is not None
+    return embedded.process

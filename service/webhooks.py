@@ -13,13 +13,17 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import os
+import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
 from rq import Queue, SimpleWorker, get_current_job
 from rq.job import Job
+from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.serializers import JSONSerializer
 
 from render.contract.errors import ServiceError, documentation_at
@@ -32,7 +36,7 @@ from render.net.traffic import REFUSED_HEADER
 from render.queue.deliveries import Delivery
 from render.queue.keys import COUNTERS_KEY, URL_SECRET_KEY, WEBHOOK_QUEUE
 from render.queue.records import mark_job
-from render.queue.redis_client import RedisTarget
+from render.queue.redis_client import RedisTarget, text
 from service.organisations import signing_key_of
 from service.results import Links, Presented, present_error, present_success, with_hosted_names
 from service.settings import Settings
@@ -180,14 +184,55 @@ def deliverer_connection(target: RedisTarget) -> redis.Redis:
     return target.sync(socket_timeout=DELIVERER_TTL_SECONDS)
 
 
+# Deletes the lock only if it still names the scheduler that was found dead.
+_RELEASE_IF_HELD_BY = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def release_stale_scheduler_lock(connection: redis.Redis, queue_name: str) -> bool:
+    """Release the scheduler lock of `queue_name` when the scheduler holding it ran on this machine and is
+    gone (its deliverer was killed, and `run` ended its process group): this deliverer's own scheduler then
+    takes over at once, instead of after the lock's TTL (61 s) and a maintenance cycle. A lock held on
+    another machine, or by a live process, is left alone. True when it released one."""
+    lock = RQScheduler.get_locking_key(queue_name)
+    holder = connection.get(lock)
+    if holder is None:
+        return False
+    record = {text(k): text(v) for k, v in connection.hgetall(SCHEDULER_KEY_TEMPLATE % text(holder)).items()}
+    if record.get("hostname") != socket.gethostname() or not record.get("pid", "").isdigit():
+        return False
+    if _alive(int(record["pid"])):
+        return False
+    released = bool(connection.eval(_RELEASE_IF_HELD_BY, 1, lock, holder))
+    if released:
+        log.warning("the webhooks scheduler lock was held by a scheduler that died (pid %s); released",
+                    record["pid"])
+    return released
+
+
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
 
     connection = deliverer_connection(settings.service.redis())
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
-    # After a crash, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and maintenance
-    # interval let a deliverer take it over within about two minutes, so retries resume by themselves.
+    release_stale_scheduler_lock(connection, WEBHOOK_QUEUE)
+    # After a crash elsewhere, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and
+    # maintenance interval let a deliverer take it over within about two minutes, so retries resume by
+    # themselves.
     worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
                             disable_default_exception_handler=True, worker_ttl=DELIVERER_TTL_SECONDS,
                             maintenance_interval=30)

@@ -19,6 +19,7 @@ import pytest
 import pyvips
 
 from tests.conftest import ROOT, free_port
+from tests.servers import process_tree, wait_for
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -173,20 +174,82 @@ def test_sign_refuses_what_the_endpoint_would_refuse(tmp_path: Path) -> None:
     assert "/v1/screenshot/animate?" in animated.stdout
 
 
+def start_run(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`screenshot-service run` started and ready: the process and the banner it printed."""
+    process = subprocess.Popen([sys.executable, "-m", "service.cli", "run"], env=env, cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    assert process.stdout is not None
+    deadline = time.monotonic() + 90
+    while not any("Press Ctrl-C" in line for line in lines):
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise AssertionError("".join(lines))
+        lines.append(process.stdout.readline())
+    return process, "".join(lines)
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_run_restarts_what_dies_its_process_group_ended_first_redis_included(tmp_path: Path, site: Site) -> None:
+    data_dir = tmp_path / "run-data"
+    port = free_port()
+    env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
+    process, banner = start_run(env)
+    try:
+        key = re.search(r"access key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
+        take = {"access_key": key, "url": site.url("/colours.html"), "viewport_width": "100", "viewport_height": "50"}
+        base = f"http://127.0.0.1:{port}/v1/screenshot"
+
+        def role(name: str) -> list[int]:
+            return [pid for pid in processes_with(str(data_dir)) if f"service.cli {name}" in command_line(pid)]
+
+        # The deliverer forks RQ's scheduler into its process group; killed alone, the deliverer would leave it
+        # running under PID 1, holding the scheduler's lock.
+        wait_for(lambda: len(role("webhooks")) >= 2, 60, "the deliverer and its scheduler")
+        deliverer = min(role("webhooks"))
+        assert os.getpgid(deliverer) == deliverer
+        os.kill(deliverer, signal.SIGKILL)
+        wait_for(lambda: not group_alive(deliverer), 30, "the dead deliverer's whole group ended")
+        wait_for(lambda: len([pid for pid in role("webhooks") if pid != deliverer]) >= 2, 60,
+                 "a new deliverer with its own scheduler")
+        # The private Redis killed: started again on its data (AOF), and captures work again by themselves.
+        def redis_servers() -> list[int]:  # redis-server writes its title over its environment: found by parent
+            return [pid for pid in process_tree(process.pid)[1:] if "redis-server" in command_line(pid)]
+
+        redis_pid, = redis_servers()
+        os.kill(redis_pid, signal.SIGKILL)
+        wait_for(lambda: [pid for pid in redis_servers() if pid != redis_pid], 30, "a new redis-server")
+        wait_for(lambda: httpx.get(f"{base}/take", params=take, timeout=60).status_code == 200, 90,
+                 "a capture after Redis came back")
+        assert httpx.get(f"{base}/usage", params={"access_key": key}).json()["used"] >= 1  # the key survived
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=90)
+    assert "webhooks exited with -9; restarting it" in output and "redis-server exited with -9" in output, output
+    assert processes_with(str(data_dir)) == []
+
+
 def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path: Path, site: Site) -> None:
     data_dir = tmp_path / "run-data"
     port = free_port()
     env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
-    process = subprocess.Popen([sys.executable, "-m", "service.cli", "run"], env=env, cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
+    process, banner = start_run(env)
     try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + 90
-        while not any("Press Ctrl-C" in line for line in lines):
-            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
-            lines.append(process.stdout.readline())
-        banner = "".join(lines)
         assert f"running at http://127.0.0.1:{port}" in banner
         key = re.search(r"access key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
         signing_key = re.search(r"signing key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
