@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 from render.contract.devices import Viewport, resolve_viewport
 from render.contract.errors import ErrorDetail
 from render.contract.formats import IMAGE_FORMATS, Format, OutputFormat, output_format, quality_formats
+from render.contract.store import store_problems
 from render.contract.validation import CrossFieldError, all_or_none, validate_all
 from render.contract.values import (
     ApiKey,
@@ -49,13 +50,6 @@ CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
 # The vision request: never in a payload, sealed for the job (the key is a secret, the prompt the caller's).
 VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens"})
-
-# store=true needs these; the credentials too, checked by the API only (render.contract.request_params.check_store:
-# they are sealed apart from the options the worker and webhook deliverer see).
-STORAGE_REQUIRED = ("storage_path", "storage_bucket")
-STORAGE_CREDENTIALS = ("storage_access_key_id", "storage_secret_access_key")
-STORAGE_FIELDS = (*STORAGE_REQUIRED, *STORAGE_CREDENTIALS, "storage_endpoint", "storage_class", "storage_acl",
-                  "storage_return_location")
 
 
 class TakeOptions(BaseModel):
@@ -361,7 +355,7 @@ class TakeOptions(BaseModel):
         for name in ("vision_prompt", "vision_max_tokens"):
             if getattr(self, name) is not None and self.vision_provider_api_key is None:
                 problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
-        problems += self._storage_problems()
+        problems += store_problems(self)
         if self.full_page_slices and not self.full_page:
             problems.append(ErrorDetail("full_page_slices", "needs full_page=true"))
         if self.full_page_slices and self.format not in IMAGE_FORMATS:
@@ -372,16 +366,6 @@ class TakeOptions(BaseModel):
                                         f"({self.full_page_slice_height})"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
-        return problems
-
-    def _storage_problems(self) -> list[ErrorDetail]:
-        named = [name for name in STORAGE_FIELDS if getattr(self, name) not in (None, False)]
-        if not self.store:
-            return [ErrorDetail(name, "needs store=true") for name in named]
-        problems = [ErrorDetail(name, "is required with store=true") for name in STORAGE_REQUIRED
-                    if getattr(self, name) is None]
-        if self.cache:
-            problems.append(ErrorDetail("store", "cannot be combined with cache (a cached answer uploads nothing)"))
         return problems
 
     # --- derived values used by the renderer ---------------------------------------------------

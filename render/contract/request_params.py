@@ -11,7 +11,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from render.contract.errors import ErrorDetail, InvalidCookieParameter, InvalidHeaderParameter, RequestNotValid
-from render.contract.options import STORAGE_CREDENTIALS, TakeOptions
+from render.contract.options import TakeOptions
+from render.contract.store import STORAGE_CREDENTIALS
 from render.contract.values import header_safe
 from render.settings import configured_proxies, offered_regions
 

@@ -23,10 +23,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import VISION_FIELDS, TakeOptions
+from render.contract.store import STORAGE_CREDENTIALS
 
 # The options that carry credentials. The url too, when it holds a user or password (then the options keep
 # it without them).
-SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy", "storage_access_key_id", "storage_secret_access_key")
+SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy", *STORAGE_CREDENTIALS)
 _NONCE_BYTES = 12
 
 

@@ -174,8 +174,12 @@ def test_sign_refuses_what_the_endpoint_would_refuse(tmp_path: Path) -> None:
     assert "/v1/screenshot/animate?" in animated.stdout
 
 
-def start_run(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    """`screenshot-service run` started and ready: the process and the banner it printed."""
+def start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], str, Path, int, dict[str, str]]:
+    """`screenshot-service run` (one worker) started on a data dir of `tmp_path` and ready: the process, the
+    banner it printed, its data dir, port and environment."""
+    data_dir = tmp_path / "run-data"
+    port = free_port()
+    env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
     process = subprocess.Popen([sys.executable, "-m", "service.cli", "run"], env=env, cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -186,7 +190,7 @@ def start_run(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
             process.kill()
             raise AssertionError("".join(lines))
         lines.append(process.stdout.readline())
-    return process, "".join(lines)
+    return process, "".join(lines), data_dir, port, env
 
 
 def command_line(pid: int) -> str:
@@ -205,10 +209,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def test_run_restarts_what_dies_its_process_group_ended_first_redis_included(tmp_path: Path, site: Site) -> None:
-    data_dir = tmp_path / "run-data"
-    port = free_port()
-    env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
-    process, banner = start_run(env)
+    process, banner, data_dir, port, env = start_run(tmp_path)
     try:
         key = re.search(r"access key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]
         take = {"access_key": key, "url": site.url("/colours.html"), "viewport_width": "100", "viewport_height": "50"}
@@ -245,10 +246,7 @@ def test_run_restarts_what_dies_its_process_group_ended_first_redis_included(tmp
 
 
 def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path: Path, site: Site) -> None:
-    data_dir = tmp_path / "run-data"
-    port = free_port()
-    env = cli_env(data_dir, SCREENSHOT_PORT=str(port), SCREENSHOT_WORKERS="1")
-    process, banner = start_run(env)
+    process, banner, data_dir, port, env = start_run(tmp_path)
     try:
         assert f"running at http://127.0.0.1:{port}" in banner
         key = re.search(r"access key:\s+(\S+)", banner).group(1)  # type: ignore[union-attr]

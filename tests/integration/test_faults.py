@@ -182,13 +182,21 @@ def kill_browsers(worker_pid: int) -> list[int]:
     return browsers
 
 
+def slow_capture_underway(http: httpx.Client, isolated: RunningService, store: RestartableRedis, org: Org,
+                          site: Site, ms: int) -> tuple[int, threading.Thread, dict[str, object], subprocess.Popen]:
+    """A capture of a page that takes `ms` to load, sent in the background and loading on a worker: the
+    page's loads so far (before it), the client's thread and answer box, and the worker's process."""
+    loading = len(site.requests_to("/slow"))
+    thread, box = in_background(lambda: take(http, org, site.url(f"/slow?ms={ms}"), timeout="40"))
+    worker = isolated.processes[role_of(isolated, rendering_worker(store))]
+    wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
+    return loading, thread, box, worker
+
+
 def test_chromium_killed_under_a_job_is_replaced_and_the_job_runs_again_unseen(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     with httpx.Client(base_url=isolated.url) as http:
-        loading = len(site.requests_to("/slow"))
-        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=4000"), timeout="40"))
-        worker = isolated.processes[role_of(isolated, rendering_worker(store))]
-        wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
+        loading, thread, box, worker = slow_capture_underway(http, isolated, store, fresh_org, site, 4000)
         assert kill_browsers(worker.pid), process_tree(worker.pid)
         thread.join(60)
         response = box["value"]
@@ -208,11 +216,8 @@ def test_chromium_killed_under_a_job_is_replaced_and_the_job_runs_again_unseen(
 def test_chromium_killed_again_under_the_rerun_is_a_retryable_internal_error_uncharged(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     with httpx.Client(base_url=isolated.url) as http:
-        loading = len(site.requests_to("/slow"))
-        thread, box = in_background(lambda: take(http, fresh_org, site.url("/slow?ms=8000"), timeout="40"))
-        worker = isolated.processes[role_of(isolated, rendering_worker(store))]
-        wait_for(lambda: len(site.requests_to("/slow")) > loading, 30, "the page to start loading")
-        assert kill_browsers(worker.pid)
+        loading, thread, box, worker = slow_capture_underway(http, isolated, store, fresh_org, site, 8000)
+        assert kill_browsers(worker.pid), process_tree(worker.pid)
         wait_for(lambda: len(site.requests_to("/slow")) > loading + 1, 30, "the job's second run to start loading")
         assert kill_browsers(worker.pid)
         thread.join(60)
