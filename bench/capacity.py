@@ -30,7 +30,8 @@ import orjson
 import redis
 
 from render.contract.wire import JobRequest, JobResult
-from render.queue.keys import SYNC_QUEUE_KEY, WORKERS_SEEN_KEY, alive_key, result_key
+from render.queue import lanes
+from render.queue.keys import LANE_KEY, WORKERS_SEEN_KEY, alive_key, result_key
 from render.queue.records import ALIVE_TTL_SECONDS, record_job
 from service.organisations import OrganisationStore
 from tests.servers import free_port, process_tree, redis_server, running_service, service_env, start, stop, wait_for  # noqa: E501
@@ -129,26 +130,25 @@ def real_captures(shots: int) -> None:
 # --- the queue path with fake workers ----------------------------------------------------------------------
 
 def fake_worker(url: str, name: str, body: bytes, stop_event: Any) -> None:
-    """Take jobs from the waiting lane and answer each at once with `body`, as a worker's protocol does."""
+    """Take jobs from the common lane and answer each at once with `body`, as a worker's protocol does."""
     connection = redis.Redis.from_url(url, socket_timeout=10)
+    lanes.ensure_groups(connection, [LANE_KEY])
     while not stop_event.is_set():
-        popped = connection.blpop([SYNC_QUEUE_KEY], 1)
-        if popped is None:
-            continue
-        job = JobRequest.from_json(orjson.loads(popped[1]))
-        with connection.pipeline(transaction=False) as pipe:
-            record_job(pipe, job.reference, {"status": "rendering", "worker": name})
-            pipe.execute()
-        now = time.time()
-        result = JobResult(job.reference, ok=True, rendering_seconds=0.001, content_type="image/png",
-                           size_bytes=len(body), format="png", width=1280, height=1024, body=body,
-                           started_at=now, finished_at=now)
-        with connection.pipeline(transaction=False) as pipe:
-            record_job(pipe, job.reference, result.record_fields())
-            pipe.hset(result_key(job.reference), mapping=result.to_redis())
-            pipe.expire(result_key(job.reference), 300)
-            pipe.publish(job.reply_channel or "", job.reference)
-            pipe.execute()
+        for taken in lanes.take(connection, name, [LANE_KEY], 1):
+            if not lanes.start(connection, name, taken):
+                continue
+            job = JobRequest.from_json(orjson.loads(taken.job))
+            now = time.time()
+            result = JobResult(job.reference, ok=True, rendering_seconds=0.001, content_type="image/png",
+                               size_bytes=len(body), format="png", width=1280, height=1024, body=body,
+                               started_at=now, finished_at=now)
+            with connection.pipeline(transaction=False) as pipe:
+                record_job(pipe, job.reference, result.record_fields())
+                pipe.hset(result_key(job.reference), mapping=result.to_redis())
+                pipe.expire(result_key(job.reference), 300)
+                pipe.publish(job.reply_channel or "", job.reference)
+                pipe.execute()
+            lanes.done(connection, taken)
 
 
 def heartbeats(url: str, names: list[str], stop_event: Any) -> None:

@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from render.contract.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
 from render.net.policy import NetworkPolicy
-from render.queue import async_jobs
+from render.queue import async_jobs, lanes
 from render.queue.keys import URL_SECRET_KEY
-from render.queue.records import Absences
+from render.queue.records import Absences, keep_job_records_for
 from render.queue.redis_client import aclose
 from render.settings import region_labels
 from service import openapi
@@ -69,6 +69,7 @@ def create_app(settings: Settings) -> FastAPI:
     if not settings.service.redis_url:
         raise ValueError("the API needs SCREENSHOT_REDIS_URL (`screenshot-service run` sets it)")
     target = settings.service.redis()
+    keep_job_records_for(settings.service.job_record_ttl)
     documentation_at(settings.service.base_url)
 
     @asynccontextmanager
@@ -96,7 +97,7 @@ def create_app(settings: Settings) -> FastAPI:
                 policy=NetworkPolicy.from_settings(settings.render))
             await _bootstrap_organisation(context)
             app.state.context = context
-            sweeper = asyncio.create_task(_sweep_orphans(sync_connection, settings.service.worker_grace))
+            sweeper = asyncio.create_task(_sweep(sync_connection, dispatcher.lanes, settings.service.worker_grace))
             stack.push_async_callback(_cancel, sweeper)
             yield
 
@@ -168,18 +169,18 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
-async def _sweep_orphans(connection: redis.Redis, worker_grace: float) -> None:
-    """Every few seconds: finish async jobs whose worker died (render.queue.async_jobs.sweep_orphans), offer again those
-    lost on their way to a worker (render.queue.async_jobs.sweep_unclaimed)."""
-    missing_since: dict[str, float] = {}
+async def _sweep(connection: redis.Redis, lanes_offered: list[str], worker_grace: float) -> None:
+    """Every few seconds: offer again the jobs handed to a worker that is gone before it started them
+    (render.queue.lanes.sweep), finish the async jobs whose worker died rendering them
+    (render.queue.async_jobs.sweep_orphans)."""
     absences = Absences(worker_grace)
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
+            await anyio.to_thread.run_sync(lanes.sweep, connection, lanes_offered, absences)
             await anyio.to_thread.run_sync(async_jobs.sweep_orphans, connection, absences)
-            await anyio.to_thread.run_sync(async_jobs.sweep_unclaimed, connection, missing_since)
         except (redis.RedisError, OSError):
-            log.warning("sweeping orphaned async jobs failed; retrying", exc_info=True)
+            log.warning("sweeping the lanes and orphaned async jobs failed; retrying", exc_info=True)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

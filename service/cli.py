@@ -17,12 +17,16 @@ DOCUMENT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown", ".markd
 
 
 def _settings() -> Settings:
+    from render.queue.records import keep_job_records_for
+
     try:
-        return load_settings()
+        settings = load_settings()
     except SettingsError as error:
         for line in str(error).splitlines():
             print(f"error: {line}", file=sys.stderr)
         raise SystemExit(2) from None
+    keep_job_records_for(settings.service.job_record_ttl)  # every role writes job records
+    return settings
 
 
 def _configure_logging(settings: Settings) -> None:

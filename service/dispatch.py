@@ -1,10 +1,11 @@
 """Hand jobs to the workers and wait for their results without blocking the event loop.
 
-A job whose client waits is pushed as JSON onto `SYNC_QUEUE_KEY` (one Redis script, with the room
-check and its record); async jobs go through RQ, whose records and retries they need. Each API process subscribes
-once to its own reply channel; a waiting request is just a future in `_waiters`, so hundreds can
-wait at once on one Redis connection. A periodic check of the result key covers a notification lost
-while the subscription was reconnecting.
+Every capture job is offered on its lane, a Redis stream the workers read as one consumer group (one
+script with the room check and the job's record: render.queue.lanes); a job is handed to one worker, which
+is written down in the same step, and offered again only when that worker is proven gone before starting
+it. Each API process subscribes once to its own reply channel; a waiting request is just a future in
+`_waiters`, so hundreds can wait at once on one Redis connection. A periodic check of the result key covers
+a notification lost while the subscription was reconnecting.
 """
 
 from __future__ import annotations
@@ -12,36 +13,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from functools import partial
-from typing import Any
 
-import anyio
 import orjson
 import redis
 import redis.asyncio as aioredis
-from rq import Queue
-from rq.serializers import JSONSerializer
 
 from render.contract.errors import InternalError
 from render.contract.wire import JobRequest, JobResult
-from render.queue.keys import OFFERED_KEY, alive_key, job_key, lanes, reply_channel, result_key
-from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences
+from render.queue import lanes
+from render.queue.keys import alive_key, job_key, lane_key, reply_channel, result_key
+from render.queue.records import Absences, job_record_ttl
+from render.queue.redis_client import replicas_have_async
 from service.errors import TemporaryUnavailable
 
 log = logging.getLogger(__name__)
 RESULT_POLL_SECONDS = 1.0
-UNCLAIMED_POLLS = 2  # a live worker claims a job within milliseconds of taking it
-# KEYS: the waiting lane, RQ's queue, the job's record. ARGV: the most jobs that may wait, the job, the
-# record's lifetime, then the record's fields and values. 1 when pushed (and recorded), 0 when full.
-PUSH_IF_ROOM = """
-if redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('RPUSH', KEYS[1], ARGV[2])
-if #ARGV > 3 then
-  redis.call('HSET', KEYS[3], unpack(ARGV, 4))
-  redis.call('EXPIRE', KEYS[3], ARGV[3])
-end
-return 1
-"""
 
 
 class Dispatcher:
@@ -50,10 +36,8 @@ class Dispatcher:
     def __init__(self, async_redis: aioredis.Redis, sync_redis: redis.Redis, max_queue: int,
                  regions: list[str] | tuple[str, ...] = (), worker_grace: float = 5.0) -> None:
         self._redis = async_redis
-        # Each region's lanes (servers_region), and the common ones under None.
-        self._lanes = {region: lanes(region) for region in (None, *regions)}
-        self._queues = {region: Queue(name, connection=sync_redis, serializer=JSONSerializer)
-                        for region, (_, name) in self._lanes.items()}
+        # Each region's lane (servers_region), and the common one under None.
+        self._lanes = {region: lane_key(region) for region in (None, *regions)}
         self.sync_redis = sync_redis
         self._max_queue = max_queue
         self.reply_channel = reply_channel()
@@ -61,7 +45,13 @@ class Dispatcher:
         self._absences = Absences(worker_grace)
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
-        self._push_if_room = async_redis.register_script(PUSH_IF_ROOM)
+        self._offer = async_redis.register_script(lanes.OFFER)
+        self._waiting = async_redis.register_script(lanes.WAITING)
+
+    @property
+    def lanes(self) -> list[str]:
+        """The lanes this API offers jobs on (swept by its sweeper)."""
+        return list(self._lanes.values())
 
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen())
@@ -101,54 +91,37 @@ class Dispatcher:
 
     async def queue_depth(self) -> int:
         """Jobs waiting for a worker, in every lane of every region."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for region, (waiting, _) in self._lanes.items():
-                pipe.llen(waiting)
-                pipe.llen(self._queues[region].key)
-            return sum(await pipe.execute())
+        return int(await self._waiting(keys=self.lanes))
 
     def _full(self) -> TemporaryUnavailable:
         return TemporaryUnavailable(
             f"All workers are busy and {self._max_queue} requests are already waiting (setting "
             "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
 
-    async def _check_room(self, region: str | None) -> None:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.llen(self._lanes[region][0])
-            pipe.llen(self._queues[region].key)
-            if sum(await pipe.execute()) >= self._max_queue:
-                raise self._full()
+    async def _offer_job(self, job: JobRequest, kind: str, record: dict[str, str] | None) -> None:
+        fields = [part for pair in (record or {}).items() for part in pair]
+        offered = await self._offer(
+            keys=[self._lanes[self._region(job)], job_key(job.reference)],
+            args=[self._max_queue, kind, job.reference, orjson.dumps(job.to_json()).decode(),
+                  job_record_ttl(), *fields])
+        if not offered:
+            raise self._full()
+        await replicas_have_async(self._redis)  # accepted means it survives a failover
 
-    async def submit(self, job: JobRequest, *, function: str, args: tuple[Any, ...], job_timeout: int,
-                     ttl: int | None) -> None:
-        """Enqueue without waiting (async jobs); `ttl`: seconds it may wait in the queue (None: forever)."""
-        region = self._region(job)
-        await self._check_room(region)
-        # Known as offered until a worker claims it, so a job lost on its way to a worker is offered again
-        # (render.queue.async_jobs.sweep_unclaimed).
-        await self._redis.hset(OFFERED_KEY, job.reference, self._queues[region].key)
-        await anyio.to_thread.run_sync(partial(
-            self._queues[region].enqueue_call, func=function, args=args, job_id=job.reference, timeout=job_timeout,
-            ttl=ttl, result_ttl=60, failure_ttl=3600))
+    async def submit(self, job: JobRequest) -> None:
+        """Offer an async job without waiting; the worker that renders it finishes it."""
+        await self._offer_job(job, lanes.ASYNC, None)
 
     async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None
                   ) -> JobResult | None:
-        """Push onto the waiting lane (and write the job's `record`, when given) and wait; None when no
-        result came within `wait_seconds`. A job still waiting at its deadline is answered by the worker
-        that finally takes it (timeout error); the worker also records how the job ended."""
+        """Offer the job (and write its `record`, when given) and wait; None when no result came within
+        `wait_seconds`. A job still waiting at its deadline is answered by the worker that finally takes it
+        (timeout error); the worker also records how the job ended."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:
-            fields = [part for pair in (record or {}).items() for part in pair]
-            region = self._region(job)
-            lane, payload = self._lanes[region][0], orjson.dumps(job.to_json()).decode()
-            pushed = await self._push_if_room(
-                keys=[lane, self._queues[region].key, job_key(job.reference)],
-                args=[self._max_queue, payload, JOB_RECORD_TTL_SECONDS, *fields])
-            if not pushed:
-                raise self._full()
+            await self._offer_job(job, lanes.SYNC, record)
             give_up = time.monotonic() + wait_seconds
-            unclaimed = 0
             while True:
                 left = give_up - time.monotonic()
                 if left <= 0:
@@ -160,7 +133,6 @@ class Dispatcher:
                 result = await self._take_result(job.reference)
                 if result is not None:
                     return result
-                unclaimed = await self._unclaimed(job.reference, lane, payload, unclaimed)
                 if await self.worker_died(job.reference):
                     lost = JobResult(job.reference, ok=False, error=InternalError(
                         "The worker rendering this capture stopped (it crashed or was killed); nothing was "
@@ -169,20 +141,6 @@ class Dispatcher:
                     return lost
         finally:
             self._waiters.pop(job.reference, None)
-
-    async def _unclaimed(self, reference: str, lane: str, payload: str, polls: int) -> int:
-        """Polls in a row that found the job neither in its lane nor claimed by a worker. Redis hands a job to
-        whichever worker's blocking pop waits longest, even one whose network is gone: the job leaves the lane
-        and reaches no one (seen with a worker host's link down). A worker claims a job the moment it pops it
-        (its name in the record), so a job unclaimed over two polls is offered again, at the head of its lane."""
-        if await self._redis.hget(job_key(reference), "worker") or await self._redis.lpos(lane, payload) is not None:
-            return 0  # claimed, or still waiting its turn (the lane is bounded by SCREENSHOT_MAX_QUEUE)
-        if polls + 1 < UNCLAIMED_POLLS:
-            return polls + 1
-        log.warning("job %s left its lane but no worker claimed it (a worker's connection broke as it took "
-                    "it?); offered again", reference)
-        await self._redis.lpush(lane, payload)
-        return 0
 
     async def worker_died(self, reference: str) -> bool:
         """True when the worker that took the job has stopped beating (killed, crashed, lost) for longer than

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import job_key
-from render.queue.records import JOB_RECORD_TTL_SECONDS
+from render.queue.records import job_record_ttl
 from render.queue.redis_client import text
 
 
@@ -31,7 +31,7 @@ class JobRecords:
             fields["payload"] = orjson.dumps(job.to_json()).decode()
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
-            pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+            pipe.expire(job_key(reference), job_record_ttl())
             await pipe.execute()
 
     async def finished(self, reference: str, result: JobResult) -> None:

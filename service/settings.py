@@ -47,6 +47,9 @@ class ServiceSettings(BaseSettings):
     worker_grace: float = Field(5.0, ge=0, le=300, description="Seconds a worker's heartbeat may stay missing "
                                 "before the APIs fail its jobs as lost (a Redis failover or a network blink "
                                 "must not); with the heartbeat's own 3 s, how soon a crashed worker is noticed.")
+    job_record_ttl: int = Field(7 * 86400, ge=60, le=366 * 86400, description="Seconds GET /jobs/{reference} "
+                                "knows a job after its last change (its record in Redis, and the mark that its "
+                                "webhook was queued once).")
     workers: int = Field(default_factory=lambda: default_workers(), ge=1,
                          description="Render worker processes started by `run` (default: one per core).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
@@ -58,8 +61,8 @@ class ServiceSettings(BaseSettings):
     public_base_url: str | None = Field(None, description="How clients reach this service "
                                         "(default http://HOST:PORT).")
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Largest request body accepted.")
-    max_queue: int = Field(200, ge=1, description="Jobs waiting for a worker (both lanes) before new requests get "
-                           "temporary_unavailable.")
+    max_queue: int = Field(200, ge=1, description="Jobs waiting for a worker (not yet handed to one) in a lane "
+                           "before new requests get temporary_unavailable.")
     result_wait_grace: float = Field(10.0, ge=0, description="Seconds past a request's timeout the API "
                                      "waits for a worker before answering timeout_error.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level of the "

@@ -21,8 +21,9 @@ from typing import Any
 
 import httpx
 import redis
-from rq import Queue, SimpleWorker, get_current_job
+from rq import Queue, SimpleWorker, Worker, get_current_job
 from rq.job import Job
+from rq.registry import StartedJobRegistry
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.serializers import JSONSerializer
 
@@ -104,7 +105,7 @@ class Courier:
     def deliver(self, delivery: Delivery, attempt: int) -> int:
         """Post once; the receiver's status, or DeliveryFailed."""
         presented = self.present(delivery)
-        headers = {**presented.headers, "user-agent": USER_AGENT,
+        headers = {**presented.headers, "user-agent": USER_AGENT, "idempotency-key": delivery.reference,
                    "content-type": presented.media_type or "application/octet-stream"}
         if delivery.sign:
             key = signing_key_of(self.redis, delivery.organisation)
@@ -223,6 +224,31 @@ def release_stale_scheduler_lock(connection: redis.Redis, queue_name: str) -> bo
     return released
 
 
+def resume_interrupted(connection: redis.Redis, queue: Queue) -> int:
+    """Put back at the head of the queue the deliveries a deliverer of this machine was making when it died:
+    RQ would notice them only once their started entry expires (the attempt's timeout) and a maintenance
+    cycle runs, a minute or two later. The receiver may have had the interrupted attempt: the next one
+    carries the same idempotency key. Returns how many it put back."""
+    registry = StartedJobRegistry(queue=queue)
+    resumed = 0
+    for job_id, _execution in registry.get_job_and_execution_ids():
+        job = queue.fetch_job(job_id)
+        if job is None or not job.worker_name:
+            continue
+        record = {text(k): text(v) for k, v in connection.hgetall(Worker.redis_worker_namespace_prefix
+                                                                   + job.worker_name).items()}
+        if record.get("hostname") != socket.gethostname() or not record.get("pid", "").isdigit():
+            continue
+        if _alive(int(record["pid"])):
+            continue
+        registry.remove_executions(job)
+        queue.enqueue_job(job, at_front=True)
+        resumed += 1
+        log.warning("the delivery of %s was interrupted (its deliverer, pid %s, died); sent again",
+                    job_id.removeprefix("webhook-"), record["pid"])
+    return resumed
+
+
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
 
@@ -230,6 +256,7 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     install(Courier(settings, connection))
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
     release_stale_scheduler_lock(connection, WEBHOOK_QUEUE)
+    resume_interrupted(connection, queue)
     # After a crash elsewhere, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and
     # maintenance interval let a deliverer take it over within about two minutes, so retries resume by
     # themselves.

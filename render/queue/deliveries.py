@@ -15,8 +15,8 @@ from rq import Queue, Retry
 from rq.serializers import JSONSerializer
 
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
-from render.queue.keys import DELIVER_FUNCTION, WEBHOOK_QUEUE
-from render.queue.records import mark_job
+from render.queue.keys import DELIVER_FUNCTION, WEBHOOK_QUEUE, webhook_owed_key
+from render.queue.records import job_record_ttl, record_job
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,30 @@ def delivery_for(job: JobRequest, result: JobResult, webhook: WebhookOrder) -> D
         error=None if result.ok else result.error)
 
 
-def enqueue(connection: redis.Redis, delivery: Delivery, webhook: WebhookOrder) -> None:
-    """Queue the first attempt; RQ retries it on the schedule (len(schedule) + 1 attempts in all)."""
+def enqueue(connection: redis.Redis, delivery: Delivery, webhook: WebhookOrder) -> bool:
+    """Queue the first attempt; RQ retries it on the schedule (len(schedule) + 1 attempts in all). The job's
+    reference is the delivery's idempotency key: a job finished twice (a worker thought lost that comes
+    back) queues one delivery, and a receiver sees the same `x-service-reference` / `idempotency-key` on
+    every attempt. False when the delivery was queued before."""
     queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
     schedule = webhook.schedule
     retry = Retry(max=len(schedule), interval=schedule) if schedule else None
-    queue.enqueue_call(DELIVER_FUNCTION, args=(delivery.to_json(),), job_id=f"webhook-{delivery.reference}",
-                       retry=retry, timeout=int(webhook.timeout) + 30, result_ttl=86400, failure_ttl=7 * 86400)
-    mark_job(connection, delivery.reference, webhook="pending", webhook_attempts="0")
+    owed = webhook_owed_key(delivery.reference)
+    with connection.pipeline() as pipe:
+        try:
+            pipe.watch(owed)
+            if pipe.exists(owed):
+                return False
+            pipe.multi()
+            pipe.set(owed, "1", ex=job_record_ttl())
+            queue.enqueue_call(DELIVER_FUNCTION, args=(delivery.to_json(),), job_id=f"webhook-{delivery.reference}",
+                               retry=retry, timeout=int(webhook.timeout) + 30, result_ttl=86400,
+                               failure_ttl=7 * 86400, pipeline=pipe)
+            record_job(pipe, delivery.reference, {"webhook": "pending", "webhook_attempts": "0"})
+            pipe.execute()
+        except redis.WatchError:
+            return False  # owed by another finisher at this very moment
+    return True
 
 
 def owe(connection: redis.Redis, job: JobRequest, result: JobResult) -> None:

@@ -9,9 +9,9 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `config:url_signing_secret` | string | the first API | forever |
 | `slots:<org>` | sorted set | quota reserve/settle | entries expire by score |
 | `usage:<org>:<YYYY-MM>` | counter | quota settle | 400 days |
-| `queue:render[@region]:waiting` | list | the API (sync captures) | until popped |
-| `rq:queue:render[@region]`, `rq:queue:webhooks` | RQ | the API, workers | RQ's |
-| `jobs:async:offered` | hash | the API | until claimed |
+| `queue:render[@region]:jobs` | stream, group `workers` | the API (offer), workers (take, done) | until served |
+| `rq:queue:webhooks` | RQ | whoever finishes a job, deliverers | RQ's |
+| `webhook-owed:<reference>` | string | whoever finishes a job | 7 days |
 | `jobs:async:in-flight` | set | workers | until finished |
 | `job:<reference>` | hash | API and workers | 7 days |
 | `result:<reference>` | hash | workers | 5 minutes |
@@ -20,7 +20,7 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `workers:seen`, `workers:busy` | hash | workers | heartbeat |
 | `metrics:counters` | hash | workers, deliverers | forever |
 | `cache:<digest>`, `cache-lock:<digest>` | string | the API | cache_ttl, seconds |
-| `sweep:<reference>`, `reoffer:<reference>` | string | the API's sweepers | seconds |
+| `sweep:<reference>` | string | the API's sweepers | seconds |
 """
 
 from __future__ import annotations
@@ -29,20 +29,18 @@ import uuid
 from datetime import UTC, datetime
 
 # --- queues --------------------------------------------------------------------------------------
-QUEUE_NAME = "render"  # RQ's queue of async captures (rq:queue:render)
-SYNC_QUEUE_KEY = f"queue:{QUEUE_NAME}:waiting"  # captures a client waits for: JobRequest JSON, popped first
+QUEUE_NAME = "render"
+LANE_KEY = f"queue:{QUEUE_NAME}:jobs"  # the common lane: a stream of capture jobs (render.queue.lanes)
+LANE_GROUP = "workers"  # the consumer group of the workers on every lane
 WEBHOOK_QUEUE = "webhooks"  # RQ's queue of webhook deliveries
-# The RQ job functions, by dotted path: the API enqueues them without importing the worker's code.
-ASYNC_JOB_FUNCTION = "render.worker.jobs.capture_async"
+# The RQ job function, by dotted path: whoever finishes a job enqueues it without importing the deliverer's code.
 DELIVER_FUNCTION = "service.webhooks.deliver"  # run by `screenshot-service webhooks`, the API's own process kind
 
 
-def lanes(region: str | None) -> tuple[str, str]:
-    """The waiting lane (a Redis list) and the RQ queue's name for jobs of `servers_region` `region`;
-    None: the common ones, which every worker serves."""
-    if not region:
-        return SYNC_QUEUE_KEY, QUEUE_NAME
-    return f"queue:{QUEUE_NAME}@{region}:waiting", f"{QUEUE_NAME}@{region}"
+def lane_key(region: str | None) -> str:
+    """The lane (a Redis stream) of jobs of `servers_region` `region`; None: the common one, which every
+    worker serves."""
+    return f"queue:{QUEUE_NAME}@{region}:jobs" if region else LANE_KEY
 
 
 def reply_channel() -> str:
@@ -51,7 +49,6 @@ def reply_channel() -> str:
 
 
 # --- jobs ----------------------------------------------------------------------------------------
-OFFERED_KEY = "jobs:async:offered"  # async jobs in their queue, not yet claimed by a worker: reference -> queue key
 IN_FLIGHT_KEY = "jobs:async:in-flight"  # references of async jobs a worker is rendering
 
 
@@ -70,9 +67,9 @@ def sweep_lock_key(reference: str) -> str:
     return f"sweep:{reference}"
 
 
-def reoffer_lock_key(reference: str) -> str:
-    """Held by the API putting an unclaimed async job back in its queue."""
-    return f"reoffer:{reference}"
+def webhook_owed_key(reference: str) -> str:
+    """Set once a job's webhook delivery is queued: a job finished twice (its worker lost, then found) owes one."""
+    return f"webhook-owed:{reference}"
 
 
 # --- workers -------------------------------------------------------------------------------------

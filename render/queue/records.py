@@ -13,7 +13,8 @@ import redis
 from render.queue.keys import job_key
 
 RESULT_TTL_SECONDS = 300  # a waiting API reads its result within its deadline
-JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job
+JOB_RECORD_TTL_SECONDS = 7 * 86400  # how long GET /jobs/{reference} knows a job, unless SCREENSHOT_JOB_RECORD_TTL
+_job_record_ttl = JOB_RECORD_TTL_SECONDS
 ALIVE_TTL_SECONDS = 3  # a worker refreshes alive:<name> every second
 ABSENCES_KEPT = 1000
 
@@ -57,10 +58,21 @@ class Absences:
         return now - self._since.setdefault(worker, now) >= self.grace_seconds
 
 
+def keep_job_records_for(seconds: int) -> None:
+    """This process's lifetime of job records (SCREENSHOT_JOB_RECORD_TTL; set once at start)."""
+    global _job_record_ttl
+    _job_record_ttl = seconds
+
+
+def job_record_ttl() -> int:
+    """Seconds a job's record (and what is owed for it) is kept after its last update."""
+    return _job_record_ttl
+
+
 def record_job(pipe: redis.client.Pipeline, reference: str, fields: dict[str, str]) -> None:
     """Queue an update of a job's record on `pipe`, keeping the record's lifetime."""
     pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]
-    pipe.expire(job_key(reference), JOB_RECORD_TTL_SECONDS)
+    pipe.expire(job_key(reference), _job_record_ttl)
 
 
 def mark_job(connection: redis.Redis, reference: str, **fields: str) -> None:

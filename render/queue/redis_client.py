@@ -210,3 +210,20 @@ def close(client: redis.Redis) -> None:
     manager = getattr(client.connection_pool, "sentinel_manager", None)
     for sentinel in getattr(manager, "sentinels", []):
         sentinel.close()
+
+
+REPLICA_WAIT_MS = 1000  # how long a write that must survive a failover waits for a replica's acknowledgement
+
+
+def replicas_have(client: redis.Redis) -> None:
+    """With Sentinel (replicas behind the primary), wait until a replica holds what this client wrote so far:
+    a job accepted just before the primary dies must be on the replica promoted in its place. Without Sentinel,
+    nothing to wait for. A replica that does not answer in time costs REPLICA_WAIT_MS, no error."""
+    if getattr(client.connection_pool, "sentinel_manager", None) is not None:
+        client.wait(1, REPLICA_WAIT_MS)
+
+
+async def replicas_have_async(client: aioredis.Redis) -> None:
+    """`replicas_have` for the asyncio clients."""
+    if getattr(client.connection_pool, "sentinel_manager", None) is not None:
+        await client.wait(1, REPLICA_WAIT_MS)

@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from datetime import UTC, datetime
 
 import orjson
 import redis
@@ -75,7 +76,9 @@ class Finisher:
         assert options.storage_path is not None and options.storage_bucket is not None  # the options' rule
         destination = Destination(
             bucket=options.storage_bucket,
-            key=filled(options.storage_path, options.file_extension, reference=job.reference, url=options.url),
+            # The time placeholders are the request's, so a job rendered again writes the same object.
+            key=filled(options.storage_path, options.file_extension, reference=job.reference, url=options.url,
+                       now=datetime.fromtimestamp(job.enqueued_at, UTC) if job.enqueued_at else None),
             access_key_id=options.storage_access_key_id, secret_access_key=options.storage_secret_access_key,
             endpoint=options.storage_endpoint or self.settings.store_endpoint or None,
             storage_class=options.storage_class, acl=options.storage_acl)

@@ -1,5 +1,5 @@
-"""`screenshot-service worker`: an RQ worker that keeps Chromium warm, never forks per job, and serves the
-captures a client waits for from a lane of their own."""
+"""`screenshot-service worker`: keeps Chromium warm, never forks per job, and serves the capture jobs of its
+lanes (render.queue.lanes), those whose client waits and async ones alike."""
 
 from __future__ import annotations
 
@@ -7,32 +7,29 @@ import contextlib
 import ctypes
 import logging
 import os
+import signal
 import socket
 import time
 import uuid
+from dataclasses import replace
 
 import orjson
 import redis
-from rq import Queue, SimpleWorker
-from rq.job import Job
-from rq.serializers import JSONSerializer
-from rq.worker import WorkerStatus
 
 from render.contract.options import TakeOptions
 from render.contract.wire import JobRequest
-from render.queue.keys import SYNC_QUEUE_KEY, lanes
-from render.queue.records import record_job
-from render.queue.redis_client import RedisTarget
+from render.queue import async_jobs, lanes
+from render.queue.keys import lane_key
+from render.queue.redis_client import RedisTarget, replicas_have
 from render.settings import RenderSettings
-from render.worker import jobs
 from render.worker.runtime import Work, WorkerRuntime
 from storage import StorageSettings, open_storage
 
 log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # glibc's mallopt parameter
-RQ_HEARTBEAT_SECONDS = 30  # RQ's own worker record, while synchronous captures keep the worker busy
+TAKE_BLOCK_SECONDS = 30  # the longest blocking read of the lanes
 RECONNECT_SECONDS = 1.0
-SOCKET_MARGIN_SECONDS = 15  # beyond the longest blocking pop, for a loaded Redis to answer
+SOCKET_MARGIN_SECONDS = 15  # beyond the longest blocking read, for a loaded Redis to answer
 
 
 def fewer_malloc_arenas() -> None:
@@ -43,90 +40,99 @@ def fewer_malloc_arenas() -> None:
         ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)
 
 
-class CaptureWorker(SimpleWorker):
-    """RQ's worker, plus the lane for captures whose client waits (`SYNC_QUEUE_KEY`).
+class CaptureWorker:
+    """Takes jobs from its lanes (render.queue.lanes) one at a time and serves them on the warm runtime: a
+    job whose client waits is rendered and published on its reply channel; an async job is also finished
+    (quota, record, webhook). The first SIGTERM/SIGINT stops the worker once the job in hand is done (at
+    once when idle); a second one stops it now."""
 
-    The API pushes such a job onto a plain Redis list and waits on its reply channel, so RQ's job
-    record, registries and result (about 5 ms of Redis and Python a job, on each side) buy nothing for
-    it. The worker blocks on that list and RQ's queue at once, the waiting lane first; an RQ job
-    (async captures) is put back at the head of its queue and taken RQ's way.
-    """
-
-    def __init__(self, queues: list[Queue], *, runtime: WorkerRuntime, waiting_lanes: list[str] | None = None,
-                 **kwargs: object) -> None:
-        super().__init__(queues, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, connection: redis.Redis, runtime: WorkerRuntime, lanes_served: list[str], name: str) -> None:
+        self.connection = connection
         self.runtime = runtime
-        self.waiting_lanes = waiting_lanes or [SYNC_QUEUE_KEY]  # regions' lanes first, the common one last
-        self._rq_heartbeat_due = 0.0
+        self.lanes = lanes_served  # regions' lanes first, the common one last
+        self.name = name
+        self._stopping = False
+        self._serving = False
+        self._undone: list[lanes.Taken] = []  # served, but Redis was away when they were to leave the lane
 
-    def dequeue_job_and_maintain_ttl(self, timeout: int | None,
-                                     max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
-        keys = [*self.waiting_lanes, *self.queue_keys()]
-        self.set_state(WorkerStatus.IDLE)
-        while not self._stop_requested:
-            try:
-                self._keep_rq_informed()
-                popped = self._pop(keys, timeout)
-                if popped is None:
-                    if timeout is None:
-                        return None  # burst: nothing left
-                    continue
-                key, value = (item.decode() for item in popped)
-                if key in self.waiting_lanes:
-                    self._capture_now(value, key)
-                    continue
-                self.connection.lpush(key, value)  # another worker may take it first: then wait again
-                found = super().dequeue_job_and_maintain_ttl(None)
-                if found is not None:
-                    return found
-            except (redis.ConnectionError, redis.TimeoutError) as error:  # RQ would quit on a timeout
-                log.warning("worker %s lost Redis (%s); retrying in %s s", self.name, error, RECONNECT_SECONDS)
-                time.sleep(RECONNECT_SECONDS)
-        return None
-
-    def _keep_rq_informed(self) -> None:
-        """RQ's heartbeat and registry maintenance, as RQ's own loop would do them between jobs."""
-        if time.monotonic() >= self._rq_heartbeat_due:
-            self.heartbeat()
-            self._rq_heartbeat_due = time.monotonic() + RQ_HEARTBEAT_SECONDS
-        if self.should_run_maintenance_tasks:
-            self.run_maintenance_tasks()
-
-    def _pop(self, keys: list[str], timeout: int | None) -> tuple[bytes, bytes] | None:
-        """The next job (key, value): blocking up to `timeout` s, or what is there now when None (burst)."""
-        if timeout is not None:
-            blocking = min(timeout, RQ_HEARTBEAT_SECONDS)
-            return self.connection.blpop(keys, blocking)  # type: ignore[return-value]
-        for key in keys:
-            value = self.connection.lpop(key)
-            if value is not None:
-                return key.encode(), value  # type: ignore[return-value]
-        return None
-
-    def _capture_now(self, payload: str, lane: str) -> None:
-        """Render one waiting client's job and publish its result; a SIGTERM meanwhile stops the worker after it."""
+    def work(self, burst: bool = False) -> None:
+        """Serve until stopped (burst: until the lanes are empty)."""
+        previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
         try:
-            job = JobRequest.from_json(orjson.loads(payload))
-        except (ValueError, TypeError, KeyError):
-            log.error("worker %s dropped a malformed job from %s: %.200s", self.name, lane, payload)
-            return
-        with self.connection.pipeline(transaction=False) as pipe:
-            self.set_state(WorkerStatus.BUSY, pipeline=pipe)  # RQ's signal handler reads it
-            record_job(pipe, job.reference, {"status": "rendering", "worker": self.name})
-            pipe.execute()
-        try:
-            self.runtime.handle(job)
-        except Exception:  # publishing failed (Redis lost): the waiting API gives up at its deadline
-            log.exception("worker %s could not finish job %s", self.name, job.reference)
+            lanes.ensure_groups(self.connection, self.lanes)
+            while not self._stopping:
+                try:
+                    while self._undone:
+                        lanes.done(self.connection, self._undone[0])
+                        self._undone.pop(0)
+                    taken = lanes.take(self.connection, self.name, self.lanes, None if burst else TAKE_BLOCK_SECONDS)
+                    if not taken and burst:
+                        return
+                    for surplus in taken[1:]:  # several lanes filled at once: render one, offer the others again
+                        lanes.give_back(self.connection, self.name, surplus)
+                    if taken:
+                        self._serve(taken[0])
+                except (redis.ConnectionError, redis.TimeoutError) as error:
+                    log.warning("worker %s lost Redis (%s); retrying in %s s", self.name, error, RECONNECT_SECONDS)
+                    time.sleep(RECONNECT_SECONDS)
+        except _Stop:
+            pass
         finally:
-            self.set_state(WorkerStatus.IDLE)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def _on_signal(self, number: int, _frame: object) -> None:
+        if self._stopping:
+            log.warning("worker %s stopping now (second signal)", self.name)
+            raise SystemExit(128 + number)
+        self._stopping = True
+        if not self._serving:
+            raise _Stop  # idle: break off the blocking read (a job taken meanwhile is offered again)
+        log.info("worker %s stops after its current job", self.name)
+
+    def _serve(self, taken: lanes.Taken) -> None:
+        """Render one job, if it is still this worker's; the entry leaves the lane either way."""
+        self._serving = True
+        try:
+            try:
+                job = JobRequest.from_json(orjson.loads(taken.job))
+            except (ValueError, TypeError, KeyError, AttributeError):  # not a JobRequest's JSON
+                log.error("worker %s dropped a malformed job from %s: %.200s", self.name, taken.lane, taken.job)
+                self._leave(taken)
+                return
+            if not lanes.start(self.connection, self.name, taken):
+                log.warning("job %s was taken back from worker %s (it seemed gone); left to the worker it "
+                            "went to", taken.reference, self.name)
+                return
+            try:
+                if taken.kind == lanes.ASYNC:
+                    # Time spent waiting in the lane is not the capture's: its timeout starts now.
+                    job = replace(job, deadline=time.time() + job.timeout)
+                    async_jobs.finish(self.connection, job, self.runtime.handle(job))
+                    replicas_have(self.connection)  # its outcome and webhook survive a failover
+                else:
+                    self.runtime.handle(job)  # published on the waiting API's reply channel
+            except Exception:  # Redis lost while finishing: the waiting API or the sweep of orphans answers
+                log.exception("worker %s could not finish job %s", self.name, job.reference)
+            self._leave(taken)
+        finally:
+            self._serving = False
+
+    def _leave(self, taken: lanes.Taken) -> None:
+        """The entry off its lane; retried before the next job when Redis is away now."""
+        self._undone.append(taken)
+        lanes.done(self.connection, taken)
+        self._undone.remove(taken)
+
+
+class _Stop(Exception):
+    """Raised by the signal handler to end an idle worker's blocking read."""
 
 
 def worker_connection(target: RedisTarget) -> redis.Redis:
-    """The worker's Redis client. redis-py's default socket timeout (5 s) would cut its blocking pop short
-    whenever it idles: RQ raises the timeout only for connections opened after the worker is made, and the
-    runtime opens the first one before (seen as "lost Redis (Timeout reading from socket)" every few seconds)."""
-    return target.sync(socket_timeout=RQ_HEARTBEAT_SECONDS + SOCKET_MARGIN_SECONDS)
+    """The worker's Redis client. redis-py's default socket timeout (5 s) would cut its blocking read short
+    whenever it idles (seen as "lost Redis (Timeout reading from socket)" every few seconds)."""
+    return target.sync(socket_timeout=TAKE_BLOCK_SECONDS + SOCKET_MARGIN_SECONDS)
 
 
 def run_worker(target: RedisTarget, settings: RenderSettings, storage_settings: StorageSettings,
@@ -139,15 +145,11 @@ def run_worker(target: RedisTarget, settings: RenderSettings, storage_settings: 
     for kind, (model, work) in (kinds or {}).items():
         runtime.register(kind, model, work)
     runtime.start()
-    jobs.install(runtime)
     # A region's jobs first (only workers of that region take them), then those that name none.
-    served = [*(lanes(region) for region in settings.served_regions()), lanes(None)]
-    queues = [Queue(name, connection=connection, serializer=JSONSerializer) for _, name in served]
-    worker = CaptureWorker(queues, runtime=runtime, waiting_lanes=[waiting for waiting, _ in served],
-                           connection=connection, serializer=JSONSerializer, name=name)
-    log.info("worker %s serving %s and queues %s", name, ", ".join(waiting for waiting, _ in served),
-             ", ".join(queue.name for queue in queues))
+    served = [*(lane_key(region) for region in settings.served_regions()), lane_key(None)]
+    worker = CaptureWorker(connection, runtime, served, name)
+    log.info("worker %s serving %s", name, ", ".join(served))
     try:
-        worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+        worker.work(burst=burst)
     finally:
         runtime.stop()

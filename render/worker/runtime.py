@@ -1,6 +1,6 @@
 """A worker process's long-lived state: an event loop thread running the warm browser.
 
-RQ calls jobs synchronously in the worker's main thread (SimpleWorker: no fork per job). Each job
+The worker's main thread takes jobs from its lanes and calls `handle` for each (no fork per job). Each job
 is handed to the browser's event loop with a hard deadline; when a job overruns it, Chromium is
 restarted so a stuck page can never hold the worker.
 """

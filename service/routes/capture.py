@@ -20,7 +20,7 @@ from render.contract.options import TakeOptions, parse_take_options
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
 from render.net.policy import check_url
 from render.queue import deliveries
-from render.queue.keys import ASYNC_JOB_FUNCTION
+from render.queue.records import job_record_ttl
 from service import cache, openapi
 from service.auth import Caller, caller
 from service.context import AppContext
@@ -133,8 +133,7 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
             deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
             kind=options.job_kind, webhook=webhook_order(context, options))
         await context.records.queued(reference, org.id, job=job)
-        await context.dispatcher.submit(job, function=ASYNC_JOB_FUNCTION, args=(job.to_json(),),
-                                        job_timeout=int(options.timeout + grace), ttl=None)
+        await context.dispatcher.submit(job)
     except BaseException:
         await asyncio.shield(context.quota.settle(org, reference, success=False))
         raise
@@ -231,9 +230,13 @@ async def job_status(request: Request, reference: str, who: Annotated[Caller, De
     org = who.organisation
     record = await context.records.get(reference)
     if record.get("organisation") != org.id:
-        raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept 7 days).",
+        raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept "
+                          f"{job_record_ttl() / 86400:g} days: SCREENSHOT_JOB_RECORD_TTL).",
                           [ErrorDetail("reference", "unknown")])
-    if record.get("status") == "rendering" and await context.dispatcher.worker_died(reference):
+    # A sync job whose worker died is answered failed by its waiting API; an async one (its request kept in
+    # `payload`) is offered again once, or finished by the sweep of orphans.
+    if record.get("status") == "rendering" and "payload" not in record and await context.dispatcher.worker_died(
+            reference):
         record["status"] = "failed"
         record["error"] = json.dumps(InternalError(
             "The worker rendering this capture stopped (it crashed or was killed); send it again.").to_payload())

@@ -5,8 +5,9 @@ password, AOF (`appendfsync everysec`) and `min-replicas-to-write 1`: the settin
 service finds the primary through the sentinels (SCREENSHOT_REDIS_SENTINELS). Under a steady load of
 synchronous captures and async jobs with webhooks, the primary is killed (SIGKILL): the sentinels promote a
 replica and the service follows by itself. When the load ends, every synchronous answer is a capture or a
-documented error, every async job accepted has ended and told its webhook, `/usage` counts exactly the
-captures delivered, and every concurrency slot is free.
+documented retryable error, captures resumed within RECOVERY_MARGIN_SECONDS of the promotion, every async job
+accepted is done (none lost, none failed) and told its webhook once, `/usage` counts exactly the captures
+delivered, and every concurrency slot is free.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ PASSWORD = "failover-test-password"
 DOWN_AFTER_MS = 1000
 CLIENTS = 3
 CONCURRENCY = 10
-DOCUMENTED = {"temporary_unavailable", "internal_application_error", "timeout_error"}
+# What the spec calls safe to retry: a request that met the failover gets one of these, or its capture.
+RETRYABLE = {"temporary_unavailable", "internal_application_error"}
+# Sentinels promote a replica after down-after-milliseconds plus an election (2.3-2.4 s here); every role finds
+# it on its next retry of the lost connection (backing off to 0.5 s), a waiting request on its next poll (1 s).
+RECOVERY_MARGIN_SECONDS = 5.0
 
 
 def redis_settings(port: int, directory: Path) -> list[str]:
@@ -168,7 +173,7 @@ def _client(http: httpx.Client, org: Org, site: Site, receiver: Receiver, load: 
                 load.after_kill += killed.is_set()
             else:
                 code = response.json()["error_code"]
-                assert code in DOCUMENTED, response.text
+                assert code in RETRYABLE, response.text
                 load.refused[code] = load.refused.get(code, 0) + 1
 
 
@@ -196,19 +201,25 @@ def test_a_primary_killed_under_load_fails_over_and_the_books_stay_exact(
                 thread.join(60)
         print(f"\nfailover: promoted after {promoted:.1f} s, captures resumed within {resumed:.1f} s; "  # noqa: T201
               f"{load.captured} captured, {len(load.accepted)} async, refused {load.refused}")
-        def told() -> dict[str, Received]:  # a delivery may come twice (retried): by reference
-            return {delivery.headers["x-service-reference"]: delivery for delivery in receiver.to("/hook")}
+        assert promoted <= 10, "the sentinels took longer than their own settings allow"
+        assert resumed - promoted <= RECOVERY_MARGIN_SECONDS, (promoted, resumed)
+
+        def told() -> dict[str, list[Received]]:
+            found: dict[str, list[Received]] = {}
+            for delivery in receiver.to("/hook"):
+                found.setdefault(delivery.headers["x-service-reference"], []).append(delivery)
+            return found
 
         wait_for(lambda: set(told()) >= set(load.accepted), 120, "a webhook of every async job accepted")
-        assert set(told()) == set(load.accepted)
         endings = told()
-        delivered = sum(delivery.headers["content-type"] == "image/png" for delivery in endings.values())
-        for reference in load.accepted:
+        assert set(endings) == set(load.accepted)
+        for reference, deliveries in endings.items():  # none failed, none lost, each told once
+            assert [d.headers["content-type"] for d in deliveries] == ["image/png"], (reference, deliveries)
+            assert deliveries[0].headers["idempotency-key"] == reference
             status = http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": org.access_key}).json()
-            assert status["status"] == ("done" if endings[reference].headers["content-type"] == "image/png"
-                                        else "failed"), status
+            assert status["status"] == "done", status
         usage = http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()
-        assert usage["used"] == load.captured + delivered
+        assert usage["used"] == load.captured + len(load.accepted)
         assert usage["concurrency"]["remaining"] == CONCURRENCY
 
 

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 
@@ -184,6 +185,36 @@ def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningServic
         isolated.restart("webhooks")  # the retry is scheduled in Redis, not in the process
         attempts = receiver.wait_for("/after-restart", 2, timeout=90)
         assert attempts[1].body == attempts[0].body
+
+
+def test_a_delivery_cut_short_by_a_deliverer_crash_is_made_again_by_the_next_deliverer(
+        isolated: RunningService, isolated_http: httpx.Client, isolated_org: Org, site: Site) -> None:
+    """The deliverer is killed while the receiver holds its attempt: the next deliverer sends it again at once
+    (RQ alone would notice only once the attempt's started entry expires), with the same idempotency key."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_first(received: Received) -> tuple[int, dict[str, str], bytes]:
+        if not holding.is_set():
+            holding.set()
+            release.wait(10)
+        return 200, {}, b""
+
+    log_path = isolated.data_dir / "service.log"
+    start = log_path.stat().st_size
+    with Receiver(hold_the_first) as receiver:
+        reference = take(isolated_http, isolated_org, site, **{
+            "async": "true", "webhook_url": receiver.url("/cut")}).json()["reference"]
+        assert holding.wait(60), "no delivery came"
+        isolated.restart("webhooks", kill=True)
+        release.set()
+        first, again = receiver.wait_for("/cut", 2, timeout=60)
+    assert again.body == first.body
+    assert again.headers["idempotency-key"] == first.headers["idempotency-key"] == reference
+    with log_path.open("rb") as log:
+        log.seek(start)
+        said = log.read().decode()
+    assert f"the delivery of {reference} was interrupted" in said
+    assert wait_status(isolated_http, isolated_org, reference, {"done"})["webhook"]["status"] == "delivered"
 
 
 def test_job_status_of_unknown_and_foreign_jobs(isolated_http: httpx.Client, isolated_org: Org, site: Site,

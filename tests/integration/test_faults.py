@@ -81,14 +81,14 @@ def usage(http: httpx.Client, org: Org) -> dict:  # type: ignore[type-arg]
     return http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()  # type: ignore[no-any-return]
 
 
-def rendering_worker(store: RestartableRedis) -> str:
-    """The name of the worker rendering the one job in progress."""
+def rendering_worker(store: RestartableRedis, other_than: str = "") -> str:
+    """The name of the worker rendering the one job in progress (a worker other than `other_than`)."""
     connection = redis.Redis.from_url(store.url)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         for key in connection.scan_iter("job:*"):
             record = connection.hgetall(key)
-            if record.get(b"status") == b"rendering" and record.get(b"worker"):
+            if record.get(b"status") == b"rendering" and record.get(b"worker", b"").decode() not in ("", other_than):
                 return record[b"worker"].decode()
         time.sleep(0.05)
     raise TimeoutError("no job started rendering")
@@ -316,33 +316,50 @@ def test_the_api_stopped_with_requests_in_flight_answers_them_then_exits(
         assert record["used"] == 1 and record["concurrency"]["remaining"] == 4
 
 
-def test_an_async_job_whose_worker_is_killed_fails_uncharged_and_tells_its_webhook(
+def test_an_async_job_whose_worker_is_killed_runs_again_once_then_fails_uncharged_and_tells_its_webhook(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     from tests.receivers import Receiver
 
     with Receiver() as receiver, httpx.Client(base_url=isolated.url) as http:
-        accepted = take(http, fresh_org, site.url("/slow?ms=8000"), timeout="30", webhook_url=receiver.url("/hook"),
-                        webhook_errors="true", **{"async": "true"})
-        assert accepted.status_code == 202, accepted.text
-        reference = accepted.json()["reference"]
-        victim = role_of(isolated, rendering_worker(store))
+        def submit(ms: int) -> str:
+            accepted = take(http, fresh_org, site.url(f"/slow?ms={ms}"), timeout="30", webhook_errors="true",
+                            webhook_url=receiver.url("/hook"), **{"async": "true"})
+            assert accepted.status_code == 202, accepted.text
+            return accepted.json()["reference"]  # type: ignore[no-any-return]
+
+        # Killed once: the job runs again on the other worker, and ends done, charged once, told once.
+        reference = submit(3000)
+        first = rendering_worker(store)
+        os.killpg(isolated.processes[role_of(isolated, first)].pid, signal.SIGKILL)
+        [delivery] = receiver.wait_for("/hook", timeout=60)
+        assert delivery.headers["content-type"] == "image/png" and delivery.headers["idempotency-key"] == reference
+        assert usage(http, fresh_org)["used"] == 1
+        isolated.restart(role_of(isolated, first))
+        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
+        # Killed twice (a page that kills every worker it reaches): failed, uncharged, its webhook told.
+        reference = submit(8000)
+        first = rendering_worker(store)
         assert usage(http, fresh_org)["concurrency"]["remaining"] == 3  # the job holds its slot
-        os.killpg(isolated.processes[victim].pid, signal.SIGKILL)
-        [delivery] = receiver.wait_for("/hook", timeout=30)  # the API's sweeper, within seconds
-        assert delivery.json()["error_code"] == "internal_application_error"
-        assert delivery.headers["x-service-reference"] == reference
+        os.killpg(isolated.processes[role_of(isolated, first)].pid, signal.SIGKILL)
+        second = rendering_worker(store, other_than=first)
+        os.killpg(isolated.processes[role_of(isolated, second)].pid, signal.SIGKILL)
+        deliveries = receiver.wait_for("/hook", count=2, timeout=30)  # the API's sweeper, within seconds
+        assert deliveries[-1].json()["error_code"] == "internal_application_error"
+        assert deliveries[-1].headers["x-service-reference"] == reference
         status = http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": fresh_org.access_key}).json()
         assert status["status"] == "failed" and "stopped" in status["error_message"]
         record = usage(http, fresh_org)
-        assert record["used"] == 0 and record["concurrency"]["remaining"] == 4
-        isolated.restart(victim)
-        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted worker")
+        assert record["used"] == 1 and record["concurrency"]["remaining"] == 4
+        assert len(receiver.to("/hook")) == 2
+        for victim in (first, second):
+            isolated.restart(role_of(isolated, victim))
+        wait_for(lambda: http.get("/readyz").json()["workers"] >= WORKERS, 60, "the restarted workers")
 
 
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     from render.contract.wire import JobRequest
-    from render.queue.keys import SYNC_QUEUE_KEY, job_key, result_key
+    from render.queue.keys import LANE_GROUP, LANE_KEY, job_key, result_key
     from render.queue.records import JOB_RECORD_TTL_SECONDS
 
     connection = redis.Redis.from_url(store.url)
@@ -350,9 +367,13 @@ def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_p
     reply.subscribe("results:test-lane")
     expired = JobRequest(reference="expired-in-lane", organisation=fresh_org.id, options={"url": site.url("/")},
                          trace_id="t", deadline=time.time() - 1, reply_channel="results:test-lane")
-    connection.rpush(SYNC_QUEUE_KEY, b"{not json", b'{"reference": "no other field"}', b"[1, 2]",
-                     orjson.dumps(expired.to_json()))
-    wait_for(lambda: connection.llen(SYNC_QUEUE_KEY) == 0, 20, "the workers to take every entry")
+    for reference, job in (("malformed", b"{not json"), ("malformed", b'{"reference": "no other field"}'),
+                           ("malformed", b"[1, 2]"), (expired.reference, orjson.dumps(expired.to_json()))):
+        connection.xadd(LANE_KEY, {"kind": "sync", "reference": reference, "job": job})
+    connection.xadd(LANE_KEY, {"no": "field the worker knows"})
+    # Every entry leaves the lane: none waits, none stays handed to a worker.
+    wait_for(lambda: connection.xlen(LANE_KEY) == 0, 20, "the workers to take every entry")
+    assert connection.xpending(LANE_KEY, LANE_GROUP)["pending"] == 0
     wait_for(lambda: connection.exists(result_key(expired.reference)), 20, "the expired job's answer")
     error = orjson.loads(connection.hget(result_key(expired.reference), "meta"))["error"]  # type: ignore[arg-type]
     assert error["error_code"] == "timeout_error" and "waited in the queue" in error["error_message"], error

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from render.queue.keys import QUEUE_NAME, SYNC_QUEUE_KEY
+from render.queue.keys import LANE_GROUP, LANE_KEY
 from render.settings import PROXY_VARIABLE, RenderSettings
 from service.cli import build_parser
 from service.routes.operations import router as operations
@@ -249,10 +249,12 @@ def test_keda_scales_the_workers_on_the_queue_they_serve() -> None:
     scaler = k8s_object("ScaledObject", "worker")
     assert scaler["spec"]["scaleTargetRef"]["name"] == k8s_object("Deployment", "worker")["metadata"]["name"]
     triggers = scaler["spec"]["triggers"]
-    assert {trigger["metadata"]["listName"] for trigger in triggers} == {f"rq:queue:{QUEUE_NAME}", SYNC_QUEUE_KEY}
+    # One lane holds every capture job; the workers' group's lag is what waits for a worker.
+    assert [(trigger["metadata"]["stream"], trigger["metadata"]["consumerGroup"]) for trigger in triggers] == [
+        (LANE_KEY, LANE_GROUP)]
     redis_url = k8s_object("ConfigMap", "screenshot-service")["data"]["SCREENSHOT_REDIS_URL"]
     for trigger in triggers:
-        assert trigger["type"] == "redis"
+        assert trigger["type"] == "redis-streams" and int(trigger["metadata"]["lagCount"]) >= 1
         assert trigger["metadata"]["address"].split(".")[0] == redis_url.split("//")[1].split(":")[0]
     assert scaler["spec"]["minReplicaCount"] >= 1, "/readyz needs a worker seen recently"
 
@@ -385,9 +387,11 @@ def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch
     target = load_settings().service.redis()
     assert [host for host, _ in target.sentinels] == [f"redis-node-{n}.redis-node" for n in range(3)]
     triggers = documents(overlay / "worker-scaler.yaml")[0]["spec"]["triggers"]
-    base_lists = {t["metadata"]["listName"] for t in k8s_object("ScaledObject", "worker")["spec"]["triggers"]}
-    assert {t["metadata"]["listName"] for t in triggers} == base_lists
-    assert {t["type"] for t in triggers} == {"redis-sentinel"}
+    base = {(t["metadata"]["stream"], t["metadata"]["consumerGroup"], t["metadata"]["lagCount"])
+            for t in k8s_object("ScaledObject", "worker")["spec"]["triggers"]}
+    assert {(t["metadata"]["stream"], t["metadata"]["consumerGroup"], t["metadata"]["lagCount"])
+            for t in triggers} == base
+    assert {t["type"] for t in triggers} == {"redis-sentinel-streams"}
     policies = {o["metadata"]["name"]: o for o in documents(overlay / "network-policy.yaml")}
     assert {"redis", "dns-and-redis"} <= set(policies)
     ingress_ports = {p["port"] for rule in policies["redis"]["spec"]["ingress"] for p in rule["ports"]}

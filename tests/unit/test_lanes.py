@@ -1,0 +1,169 @@
+"""The hand-off of jobs to workers (render.queue.lanes) on a real redis-server: a job is handed to one worker,
+offered again only when that worker is proven gone before starting it, and never started twice; a webhook
+delivery is queued once however many times its job is finished."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import orjson
+import pytest
+import redis
+
+from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.queue import async_jobs, deliveries, lanes
+from render.queue.keys import IN_FLIGHT_KEY, LANE_GROUP, LANE_KEY, alive_key, job_key, lane_key, webhook_owed_key
+from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences, keep_job_records_for
+from service.settings import ServiceSettings
+
+REGION_LANE = lane_key("eu")
+
+
+@pytest.fixture
+def connection(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/5")  # no worker of the test service reads it
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+def offer(connection: redis.Redis, reference: str, kind: str = lanes.SYNC, lane: str = LANE_KEY,
+          room: int = 100) -> int:
+    job = JobRequest(reference=reference, organisation="o", options={}, trace_id="t", deadline=time.time() + 60,
+                     async_=kind == lanes.ASYNC)
+    payload = orjson.dumps(job.to_json()).decode()
+    return int(connection.register_script(lanes.OFFER)(
+        keys=[lane, job_key(reference)],
+        args=[room, kind, reference, payload, 60, "status", "queued", "organisation", "o", "payload", payload]))
+
+
+def beating(connection: redis.Redis, *workers: str) -> None:
+    for worker in workers:
+        connection.set(alive_key(worker), "1", ex=30)
+
+
+def test_a_job_handed_to_a_worker_gone_before_starting_it_is_offered_again_and_started_once(
+        connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    assert offer(connection, "job-1") == 1
+    beating(connection, "paused", "other")
+    [taken] = lanes.take(connection, "paused", [LANE_KEY], 1)
+    assert taken.reference == "job-1" and taken.kind == lanes.SYNC
+    absences = Absences(grace_seconds=0)
+    assert lanes.sweep(connection, [LANE_KEY], absences) == 0, "a beating worker keeps what it holds"
+    assert lanes.take(connection, "other", [LANE_KEY], None) == [], "a held job goes to no one else"
+
+    connection.delete(alive_key("paused"))  # its beats stop: killed, cut off or paused past the grace
+    assert lanes.sweep(connection, [LANE_KEY], absences) == 1
+    [again] = lanes.take(connection, "other", [LANE_KEY], 1)
+    assert again.reference == "job-1" and again.entry != taken.entry
+    assert lanes.start(connection, "other", again)
+    assert not lanes.start(connection, "paused", taken), "the paused worker wakes up: the job is not its own"
+    record = connection.hgetall(job_key("job-1"))
+    assert (record[b"status"], record[b"worker"], record[b"entry"]) == (b"rendering", b"other", again.entry.encode())
+    lanes.done(connection, again)
+    assert connection.xlen(LANE_KEY) == 0 and connection.xpending(LANE_KEY, LANE_GROUP)["pending"] == 0
+    # The gone worker holds nothing now: the next sweep forgets it; the live one stays.
+    lanes.sweep(connection, [LANE_KEY], absences)
+    assert [c["name"] for c in connection.xinfo_consumers(LANE_KEY, LANE_GROUP)] == [b"other"]
+
+
+def test_a_sync_job_its_gone_worker_started_is_left_to_its_waiting_api(connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    offer(connection, "sync-lost")
+    beating(connection, "crashed")
+    [taken] = lanes.take(connection, "crashed", [LANE_KEY], 1)
+    assert lanes.start(connection, "crashed", taken)
+    connection.delete(alive_key("crashed"))
+    assert lanes.sweep(connection, [LANE_KEY], Absences(grace_seconds=0)) == 0
+    assert connection.xlen(LANE_KEY) == 0, "no one renders it again: its client is told to retry"
+    assert connection.hget(job_key("sync-lost"), "worker") == b"crashed"
+
+
+def test_an_async_job_lost_with_its_worker_runs_again_once_then_fails_uncharged(connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    offer(connection, "async-lost", kind=lanes.ASYNC)
+    absences = Absences(grace_seconds=0)
+    for worker in ("first", "second"):
+        beating(connection, worker)
+        [taken] = lanes.take(connection, worker, [LANE_KEY], 1)
+        assert lanes.start(connection, worker, taken)
+        assert connection.sismember(IN_FLIGHT_KEY, "async-lost"), "watched by the sweep of orphans"
+        assert async_jobs.sweep_orphans(connection, absences) == 0, "its worker beats"
+        connection.delete(alive_key(worker))  # killed mid-render
+        assert async_jobs.sweep_orphans(connection, absences) == 0, "still on its lane: the lanes' sweep decides"
+        offered = lanes.sweep(connection, [LANE_KEY], absences)
+        if worker == "first":  # the first loss: offered again, as if never started
+            assert offered == 1
+            assert connection.hget(job_key("async-lost"), "status") == b"queued"
+            assert not connection.sismember(IN_FLIGHT_KEY, "async-lost")
+            assert async_jobs.sweep_orphans(connection, absences) == 0
+    # The second loss: off the lane, finished as failed by the sweep of orphans (a page that kills its
+    # worker does not go on killing workers).
+    assert offered == 0 and connection.xlen(LANE_KEY) == 0
+    assert async_jobs.sweep_orphans(connection, absences) == 1
+    record = connection.hgetall(job_key("async-lost"))
+    assert record[b"status"] == b"failed" and b"internal_application_error" in record[b"error"]
+
+
+def test_the_room_counts_jobs_not_yet_handed_out_and_the_first_lane_comes_first(connection: redis.Redis) -> None:
+    assert offer(connection, "early", room=2) == 1  # before any worker made the group: served all the same
+    lanes.ensure_groups(connection, [REGION_LANE, LANE_KEY])
+    assert offer(connection, "common", room=2) == 1
+    assert offer(connection, "refused", room=2) == 0
+    assert not connection.exists(job_key("refused")), "a refused job leaves no record"
+    beating(connection, "w")
+    [first] = lanes.take(connection, "w", [REGION_LANE, LANE_KEY], 1)
+    assert first.reference == "early"
+    assert offer(connection, "another", room=2) == 1, "the handed-out one does not count"
+    assert offer(connection, "one-too-many", room=2) == 0
+    assert offer(connection, "regional", lane=REGION_LANE, room=2) == 1, "each lane has its room"
+    [second] = lanes.take(connection, "w", [REGION_LANE, LANE_KEY], 1)
+    assert second.reference == "regional", "a region's lane before the common one"
+
+
+def test_a_redis_that_lost_its_data_gets_its_groups_back(connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    connection.flushdb()
+    offer(connection, "after-the-loss")
+    assert lanes.take(connection, "w", [LANE_KEY], 1) == []  # NOGROUP: made again
+    [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
+    assert taken.reference == "after-the-loss"
+
+
+def test_a_surplus_entry_given_back_goes_to_another_worker(connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    offer(connection, "surplus")
+    [taken] = lanes.take(connection, "w1", [LANE_KEY], 1)
+    lanes.give_back(connection, "w1", taken)
+    [again] = lanes.take(connection, "w2", [LANE_KEY], 1)
+    assert again.reference == "surplus" and lanes.start(connection, "w2", again)
+
+
+def test_a_job_finished_twice_owes_one_webhook_delivery(connection: redis.Redis) -> None:
+    order = WebhookOrder(url="http://receiver.test/hook", sign=True, errors=False, schedule=[1, 2], timeout=5)
+    job = JobRequest(reference="twice", organisation="o", options={}, trace_id="t", deadline=0.0, webhook=order)
+    result = JobResult("twice", ok=True)
+    deliveries.owe(connection, job, result)
+    deliveries.owe(connection, job, result)  # a worker thought lost comes back and finishes it again
+    assert connection.lrange("rq:queue:webhooks", 0, -1) == [b"webhook-twice"]
+    assert connection.hget(job_key("twice"), "webhook") == b"pending"
+
+
+def test_job_records_live_as_long_as_the_setting_says(connection: redis.Redis) -> None:
+    lanes.ensure_groups(connection, [LANE_KEY])
+    keep_job_records_for(120)  # SCREENSHOT_JOB_RECORD_TTL=120
+    try:
+        offer(connection, "short-lived")
+        [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
+        assert lanes.start(connection, "w", taken)
+        assert 0 < connection.ttl(job_key("short-lived")) <= 120
+        order = WebhookOrder(url="http://receiver.test/hook", sign=True, errors=False, schedule=[], timeout=5)
+        deliveries.owe(connection, JobRequest(reference="short-lived", organisation="o", options={}, trace_id="t",
+                                              deadline=0.0, webhook=order), JobResult("short-lived", ok=True))
+        assert 0 < connection.ttl(webhook_owed_key("short-lived")) <= 120
+    finally:
+        keep_job_records_for(JOB_RECORD_TTL_SECONDS)
+    assert ServiceSettings.model_fields["job_record_ttl"].default == JOB_RECORD_TTL_SECONDS == 7 * 86400
