@@ -54,8 +54,11 @@
     for (const host of element.querySelectorAll('*')) if (host.shadowRoot) yield* controls(host.shadowRoot);
     if (element.shadowRoot) yield* controls(element.shadowRoot);
   }
-  const label = (control) => (control.innerText || control.textContent || control.value || control.getAttribute('aria-label')
-    || control.getAttribute('title') || control.querySelector('img[alt]')?.alt || '')
+  // The first of what names a control that is not blank: an icon button's text is only the white space around
+  // its image, and its name is in its aria-label, its title or the image's alt text.
+  const label = (control) => ([control.innerText, control.textContent, control.value,
+    control.getAttribute('aria-label'), control.getAttribute('title'), control.querySelector('img[alt]')?.alt]
+    .find((name) => name && name.trim()) || '')
     .toLowerCase().replace(/[\s\u00a0]+/g, ' ').replace(/[.!:;"“”«»()\[\]]/g, '').trim();
   const isDialog = (el) => el.matches('dialog[open], [role=dialog], [role=alertdialog], [aria-modal=true]');
   const visible = (el, box) => box.width >= 1 && box.height >= 1
@@ -273,8 +276,8 @@
     if (found.length && !options.hide) return { found: found.length, shown, hidden: 0 };
     const hidden = hide(found, options.seen);
     const key = Symbol.for('screenshot-service.banner-watch');
-    if (window[key]) {
-      window[key].options = { ...options, seen: options.seen || hidden > 0 };
+    if (window[key]) {  // what the watch saw stays seen: it may have hidden a banner since the last call
+      window[key].options = { ...options, seen: options.seen || hidden > 0 || window[key].options.seen };
       return { found: found.length, shown, hidden };
     }
     const watch = { options: { ...options, seen: options.seen || hidden > 0 }, pending: new Set(), outer: false };
