@@ -9,8 +9,10 @@ still its own. When the worker is done it acknowledges and deletes the entry.
 
 A worker that holds an entry and is proven gone (its heartbeat absent longer than the grace: killed, its
 host cut off, the process paused) loses it to TAKE_BACK, run by every API's sweeper: an entry it never
-started is offered again (added anew at the end of the lane); one it started is the job of the sweep of
-orphaned jobs and of the waiting API, which answer it as failed (render.queue.async_jobs). START and
+started is offered again (added anew at the end of the lane). An async job it started is offered once
+more, marked `lost` (its record back to `queued`); lost a second time, it is the sweep of orphaned jobs
+that ends it as failed and uncharged (render.queue.async_jobs). A sync job it started is answered by the
+API waiting for it: `internal_application_error`, which the spec calls safe to retry. START and
 TAKE_BACK are both scripts that look at the same pending entry, so exactly one of them wins: a worker that
 wakes up after its job was taken back finds the entry no longer its own and leaves it.
 """
