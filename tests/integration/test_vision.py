@@ -150,18 +150,19 @@ def test_the_key_is_never_stored_nor_logged(isolated: RunningService, isolated_h
     response = take(isolated_http, isolated_org, site, vision_provider_api_key=secret_key,
                     vision_prompt="prompt-marker-7f3a", response_type="json")
     assert response.status_code == 200, response.text
-    # An async job too: its payload stays in Redis (RQ's job, the record the sweeper reads) after it ran.
+    # An async job too: its payload waits in Redis (the lane's stream entry, the record) until it has run.
     accepted = take(isolated_http, isolated_org, site, vision_provider_api_key=secret_key,
                     vision_prompt="prompt-marker-async", external_identifier="payload-marker-async",
-                    **{"async": "true"})
+                    delay="2", **{"async": "true"})
     assert accepted.status_code == 202, accepted.text
+    waiting = everything_in(redis.Redis.from_url(isolated.redis_url))
     status_url = f"/v1/screenshot/jobs/{accepted.json()['reference']}"
     wait_for(lambda: isolated_http.get(status_url, params={"access_key": isolated_org.access_key}).json()["status"]
              == "done", 30, "the async vision job")
-    stored = everything_in(redis.Redis.from_url(isolated.redis_url))
+    stored = waiting + everything_in(redis.Redis.from_url(isolated.redis_url))
     # The scan sees the async job's payload (its options are there) but no key, revoked, good or otherwise,
     # nor the prompt: the vision request travels sealed with the job's other secrets.
-    assert b"payload-marker-async" in stored
+    assert b"payload-marker-async" in waiting
     assert b"prompt-marker-async" not in stored
     assert response.headers["x-service-reference"].encode() in stored
     for key in VISION_KEYS:
