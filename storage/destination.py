@@ -32,6 +32,7 @@ class Destination:
     endpoint: str | None = None  # None: Amazon S3
     storage_class: str | None = None
     acl: str | None = None
+    reference: str | None = None  # the job's, written on the object: the same job uploads the same object
 
     @property
     def location(self) -> str:
@@ -59,7 +60,9 @@ def upload(destination: Destination, body: bytes, content_type: str, proxy_url: 
     session = boto3.session.Session(aws_access_key_id=destination.access_key_id,
                                     aws_secret_access_key=destination.secret_access_key, region_name=region)
     client: Any = session.client("s3", endpoint_url=destination.endpoint or None, config=config)
-    extra: dict[str, str] = {}
+    extra: dict[str, Any] = {}
+    if destination.reference:  # x-amz-meta-idempotency-key: a job rendered again rewrites this very object
+        extra["Metadata"] = {"idempotency-key": destination.reference}
     if destination.storage_class:
         extra["StorageClass"] = destination.storage_class
     if destination.acl:

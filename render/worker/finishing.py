@@ -81,7 +81,7 @@ class Finisher:
                        now=datetime.fromtimestamp(job.enqueued_at, UTC) if job.enqueued_at else None),
             access_key_id=options.storage_access_key_id, secret_access_key=options.storage_secret_access_key,
             endpoint=options.storage_endpoint or self.settings.store_endpoint or None,
-            storage_class=options.storage_class, acl=options.storage_acl)
+            storage_class=options.storage_class, acl=options.storage_acl, reference=job.reference)
         try:  # refused by name here; the egress checks the address it connects to again
             asyncio.run_coroutine_threadsafe(self.policy.checked_address(destination.host), self.loop).result(30)
         except AddressNotAllowed as refused:

@@ -117,6 +117,7 @@ def test_the_result_lands_in_the_callers_bucket(service: Service, site: Site, st
     stored = store.client().get_object(Bucket=store.bucket, Key=key)
     assert stored["Body"].read().startswith(b"\xff\xd8") and stored["ContentType"] == "image/jpeg"
     assert stored["StorageClass"] == "STANDARD_IA"
+    assert stored["Metadata"] == {"idempotency-key": reference}  # a job rendered again rewrites this object
     assert used(service) == before + 1
     # With the location, in the JSON body as well.
     located = take(service, site, store, storage_path="by-domain/{domain}", response_type="json",
