@@ -3,6 +3,7 @@ or as text in the DOM, so a test can read the outcome from the output."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pyvips
@@ -119,6 +120,24 @@ const observer = new IntersectionObserver(entries => { for (const e of entries) 
 document.querySelectorAll('.block').forEach(b => observer.observe(b));
 </script></body></html>"""
 
+# What real lazy loaders do, each answered 250 ms late: native lazy images (left), images an intersection
+# observer gives their `src` (middle), and blocks an observer fetches content for (right: green once the
+# answer came). Everything is grey until loaded.
+LAZY_LOADERS = """<!DOCTYPE html><html><head><style>body{margin:0;height:6000px} img,.fetched{position:absolute;
+width:200px;height:200px;background:#888888}</style></head><body>""" + "".join(
+    f'<img loading="lazy" src="/late.png?ms=250&n={top}" style="left:0;top:{top}px">'
+    f'<img data-src="/late.png?ms=250&n={top}" style="left:300px;top:{top}px">'
+    f'<div class="fetched" style="left:600px;top:{top}px"></div>' for top in (1500, 3000, 4500, 5700)) + """<script>
+const observer = new IntersectionObserver((entries) => { for (const entry of entries) {
+  if (!entry.isIntersecting) continue;
+  const element = entry.target;
+  observer.unobserve(element);
+  if (element.dataset.src) element.src = element.dataset.src;
+  else fetch('/slow?ms=250').then(() => { element.style.background = '#00ff00'; });
+}});
+document.querySelectorAll('img[data-src], .fetched').forEach((element) => observer.observe(element));
+</script></body></html>"""
+
 # Grows by 1000 px whenever the bottom comes within 1500 px of the viewport: it never ends.
 INFINITE = """<!DOCTYPE html><html><body style="margin:0"><div id="feed"></div><script>
 const feed = document.getElementById('feed'); let n = 0;
@@ -182,6 +201,8 @@ def pages(port: int) -> dict[str, Any]:
         "/sticky.html": lambda q: html(STICKY),
         "/lazy.html": lambda q: html(LAZY),
         "/infinite.html": lambda q: html(INFINITE),
+        "/lazy-loaders.html": lambda q: html(LAZY_LOADERS),
+        "/late.png": lambda q: (time.sleep(int(q.get("ms", ["250"])[0]) / 1000), (200, "image/png", WATERMARK_PNG))[1],
         "/failing.html": lambda q: html(FAILING),
         "/missing-image.png": lambda q: (404, "text/plain", b"not here"),
         "/ads.html": lambda q: html(ADS.replace("{port}", str(port))),

@@ -1,7 +1,11 @@
 """Full-page captures, of any height, exactly as a person scrolling the page in its viewport sees it.
 
 1. With `full_page_scroll` (the default) the page is scrolled step by step first, so lazy content
-   loads; the scroll stops at the height cap or after half the remaining time (an endless page).
+   loads; the scroll stops at the height cap or after half the remaining time (an endless page). Each
+   step waits `full_page_scroll_delay` ms when the request gives it; otherwise only as long as the page
+   needs: two frames (its intersection observers run, its lazy images start), then until the images in
+   view have loaded and the requests the step started have ended, at most 400 ms (the spec's default
+   delay, which a quiet page would otherwise wait at every step).
 2. The height is the document's, capped by `full_page_max_height` and the pixel budget
    (SCREENSHOT_MAX_IMAGE_PIXELS), so a growing page can never exhaust the worker's memory.
 3. The viewport is never resized, so `vh` units, `position: fixed` and `position: sticky` keep their
@@ -29,6 +33,7 @@ from render.contract.errors import CaptureTimeout
 from render.contract.options import TakeOptions
 from render.output import imaging
 from render.page import motion
+from render.page.navigation import InflightTracker
 
 # Scrolls are instant whatever the page's scroll-behavior (Bootstrap makes the root's smooth): a smooth
 # scroll would still be on its way when the view is read or captured.
@@ -66,6 +71,31 @@ _PIN_STICKY = """() => {
   }
 }"""
 _SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
+_SCROLL_TO = "y => window.scrollTo({top: y, left: 0, behavior: 'instant'})"
+# One step of the lazy-load scroll as the page needs it: scrolled, two frames for the page to see it (the
+# intersection observers' callbacks and the native lazy images' loads start in them), then until every
+# image now in view has loaded or failed, within `limit` ms of the scroll. The requests the step started
+# (an observer's fetch of more content) are waited for by the worker, which sees them.
+_STEP = """async ([y, limit]) => {
+  const until = performance.now() + limit;
+  window.scrollTo({top: y, left: 0, behavior: 'instant'});
+  for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
+  const loading = () => Array.from(document.images).filter((image) => {
+    if (image.complete || !image.getClientRects().length) return false;
+    const box = image.getBoundingClientRect();
+    return box.bottom >= 0 && box.top <= innerHeight && box.right >= 0 && box.left <= innerWidth;
+  });
+  for (let waiting = loading(); waiting.length && performance.now() < until; waiting = loading()) {
+    await Promise.race([
+      Promise.all(waiting.map((image) => new Promise((resolve) => {
+        image.addEventListener('load', resolve, { once: true });
+        image.addEventListener('error', resolve, { once: true });
+      }))),
+      new Promise((resolve) => setTimeout(resolve, until - performance.now())),
+    ]);
+  }
+}"""
+STEP_LIMIT_SECONDS = 0.4  # the longest a step waits for the page without full_page_scroll_delay (the spec's 400)
 
 
 @dataclass(frozen=True)
@@ -93,14 +123,27 @@ def height_cap(options: TakeOptions, width: int, scale: float, max_pixels: int) 
 
 async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: Viewport, cap: int,
                                   deadline: float) -> None:
-    """Scroll down in steps so lazy-loaded content appears, then back to the top."""
+    """Scroll down in steps so lazy-loaded content appears, then back to the top. With
+    `full_page_scroll_delay` each step waits that long; without it, each waits as long as the page needs
+    (`_step`), at most STEP_LIMIT_SECONDS."""
     step = options.full_page_scroll_by or viewport.height
     stop_at = time.monotonic() + max(0.0, deadline - time.monotonic()) * SCROLL_TIME_SHARE
-    position = 0
-    while position < min((await page_size(tab, viewport))[1], cap) and time.monotonic() < stop_at:
-        await tab.page.evaluate("y => window.scrollTo({top: y, left: 0, behavior: 'instant'})", position)
-        await asyncio.sleep(options.full_page_scroll_delay / 1000)
-        position += step
+    fixed = options.full_page_scroll_delay
+    requests = None if fixed is not None else InflightTracker(tab.page)
+    try:
+        position = 0
+        while position < min((await page_size(tab, viewport))[1], cap) and time.monotonic() < stop_at:
+            if requests is None:
+                await tab.page.evaluate(_SCROLL_TO, position)
+                await asyncio.sleep((fixed or 0) / 1000)
+            else:
+                until = min(time.monotonic() + STEP_LIMIT_SECONDS, stop_at)
+                await tab.page.evaluate(_STEP, [position, round(STEP_LIMIT_SECONDS * 1000)])
+                await requests.wait_none(until)
+            position += step
+    finally:
+        if requests is not None:
+            requests.detach()
     await tab.page.evaluate(_TO_TOP)
     await tab.page.evaluate(_SETTLE)
 

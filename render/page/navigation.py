@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -79,6 +80,14 @@ class InflightTracker:
                                                                      REFUSAL_CHECK_SECONDS))
                 except TimeoutError:
                     pass
+
+
+    async def wait_none(self, until: float) -> None:
+        """Return once no request is in flight, or at `until` (time.monotonic()) at the latest."""
+        while self._inflight and (left := until - time.monotonic()) > 0:
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
 
 
 def _first_event(wait_until: Sequence[str]) -> str:

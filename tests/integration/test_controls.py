@@ -284,6 +284,19 @@ def test_sticky_and_fixed_elements_appear_once(client: httpx.Client, org: Org, s
     assert 0 < len(cyan_rows) <= 5  # the fixed badge shows once (50 px)
 
 
+def test_the_default_scroll_waits_for_what_each_step_brings_in(client: httpx.Client, org: Org, site: Site) -> None:
+    """Without full_page_scroll_delay a step waits only as long as the page needs: native lazy images, images
+    an observer gives their source and content an observer fetches, each 250 ms late, all in the capture."""
+    shot = image(take(client, org, url=site.url("/lazy-loaders.html"), full_page="true", viewport_width=1000,
+                      viewport_height=1000))
+    assert shot.height == 6000
+    assert [rgb_at(shot, left + 100, top + 100) for top in (1500, 3000, 4500, 5700) for left in (0, 300, 600)] \
+        == [GREEN] * 12
+    unscrolled = image(take(client, org, url=site.url("/lazy-loaders.html"), full_page="true", viewport_width=1000,
+                            viewport_height=1000, full_page_scroll="false"))
+    assert rgb_at(unscrolled, 400, 3100) == GREY  # what the scroll brings in is not there without it
+
+
 def test_full_page_scrolls_to_load_lazy_content(client: httpx.Client, org: Org, site: Site) -> None:
     def blocks(**params: object) -> list[tuple[int, ...]]:
         shot = image(take(client, org, url=site.url("/lazy.html"), full_page="true", viewport_width=400,
