@@ -3,12 +3,14 @@
 The plain script is what a team would write by hand: a warm Chromium, a new context per shot,
 `page.goto` then `page.screenshot` (pyvips for WebP, which Chromium's screenshot cannot write). The
 service runs as deployed (redis-server, API, one worker per core, network policy on) and is called
-over HTTP. Both run side by side and take their shots in alternating blocks, so a shared machine's
-slow moments fall on both. Scenarios (issue 9): the simple page (PNG, JPEG, WebP), a heavy page (3 MB of images and
-fonts), a full-page capture of a 10,000 px page, the simple page with 4 clients in parallel, a page
-with ads with and without `block_ads`, a cache hit and a 5 s scroll recording. Prints p50/p95 latency
+over HTTP. The floor is the fastest a capture can be here: one warm page, `goto` and CDP
+`Page.captureScreenshot`. The three run side by side and take their shots in alternating blocks, so a
+shared machine's slow moments fall on all of them. Scenarios (issue 9): the simple page (PNG, JPEG,
+WebP), a heavy page (3 MB of images and fonts), full-page captures of 10,000 to 40,000 px pages, the
+simple page with 4 clients in parallel, a page with ads with and without `block_ads`, a cache hit and a
+5 s scroll recording. Prints p50/p95 latency
 and shots/s for each, the ratios, the time the service spends outside the worker, and the worker's
-memory (Python + Chromium) under load.
+memory (Python + Chromium) under load; draws bench/latest.svg.
 
     make bench                      # or: .venv/bin/python -m bench.run --shots 30
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from bench.chart import write_chart
@@ -265,7 +268,14 @@ class Floor:
                 "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
             params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": width, "height": height,
                                                              "scale": 1})
-        await self._cdp.send("Page.captureScreenshot", params)
+        for attempt in range(4):  # as the service: right after load the compositor may have no frame yet
+            try:
+                await self._cdp.send("Page.captureScreenshot", params)
+                break
+            except PlaywrightError as error:
+                if "Unable to capture screenshot" not in error.message or attempt == 3:
+                    raise
+                await self._page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
         return time.perf_counter() - started
 
     def shot(self, scenario: Scenario = SIMPLE) -> Shot:
@@ -462,7 +472,8 @@ def main() -> None:
     with Site(host=SITE_ADDRESS) as site:
         heavy = sum(len(ROUTES[path]({})[2]) for path in ROUTES if path.startswith(("/bench/photo", "/bench/font")))
         print(f"Heavy page: {heavy / 1e6:.1f} MB of images and fonts.", flush=True)
-        print(f"The plain Playwright script and the service ({args.workers} workers, over HTTP), {args.shots} shots "
+        print(f"The plain Playwright script, the floor and the service ({args.workers} workers, over HTTP), "
+              f"{args.shots} shots "
               f"per scenario each, in alternating blocks of {BLOCK}; then throughput; then the service-only "
               "scenarios ...", flush=True)
         stats, memory = measure(site, args.shots, args.workers, args.chromium)
