@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from storage import open_storage
 log = logging.getLogger(__name__)
 USER_AGENT = "screenshot-service-webhooks/1"
 DELIVERER_TTL_SECONDS = 60  # RQ worker record TTL; a dead deliverer is noticed within it
+DELIVERER_RESTART_SECONDS = 1.0  # before serving again after RQ's worker quit on a Redis error
 
 
 def schedule_of(text: str) -> list[int]:
@@ -260,8 +262,20 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     # After a crash elsewhere, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and
     # maintenance interval let a deliverer take it over within about two minutes, so retries resume by
     # themselves.
-    worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
-                            disable_default_exception_handler=True, worker_ttl=DELIVERER_TTL_SECONDS,
-                            maintenance_interval=30)
     log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
-    worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)
+    while True:
+        worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
+                                disable_default_exception_handler=True, worker_ttl=DELIVERER_TTL_SECONDS,
+                                maintenance_interval=30)
+        lost: Exception | None = None
+        try:
+            worker.work(burst=burst, logging_level="WARNING", with_scheduler=True)
+        except redis.RedisError as error:  # raised by RQ's own teardown when Redis refused it too
+            lost = error
+        # RQ's worker quits on any Redis error it does not expect in its loop (a Sentinel failover's old
+        # primary answering NOREPLICAS or READONLY): serve again rather than end, unless told to stop.
+        if burst or getattr(worker, "_stop_requested", False):
+            return
+        log.warning("the webhook deliverer's worker stopped (%s); serving again in %g s",
+                    lost or "a Redis error", DELIVERER_RESTART_SECONDS)
+        time.sleep(DELIVERER_RESTART_SECONDS)
