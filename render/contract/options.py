@@ -94,10 +94,9 @@ class TakeOptions(BaseModel):
     full_page_scroll: OptionalBool = param(None, "Full page", "Scroll through the page first so lazy content "
                                            "loads (default true with full_page); stops at the height cap or "
                                            "after half the remaining time.", shown_default="true with full_page")
-    full_page_scroll_delay: int | None = param(
-        None, "Full page", "Milliseconds between scroll steps. Unset: each step waits only as long as the page "
-        "needs (the images it brought into view and the requests it started), at most 400.",
-        shown_default="as the page needs, at most 400", ge=0, le=10000)
+    full_page_scroll_delay: int | None = param(None, "Full page", "Milliseconds between scroll steps; unset: each "
+                                               "waits for what it brought in, at most 400.", ge=0, le=10000,
+                                               shown_default="as the page needs, at most 400")
     full_page_scroll_by: int | None = param(None, "Full page", "Pixels per scroll step.",
                                             shown_default="viewport height", ge=1)
     full_page_max_height: int | None = param(None, "Full page", "Caps the captured height in CSS pixels.",
