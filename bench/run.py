@@ -338,7 +338,8 @@ class Service:
             redis_url, tmp, workers=self.workers, SCREENSHOT_CHROMIUM_PATH=self.chromium,
             SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_ADDRESS}/32"))
         self.key = asyncio.run(_new_key(redis_url))
-        self.worker_pids = [process.pid for role, process in running.processes.items() if role.startswith("worker")]
+        self.pids = {role: process.pid for role, process in running.processes.items()}
+        self.worker_pids = [pid for role, pid in self.pids.items() if role.startswith("worker")]
         self.http = self._stack.enter_context(httpx.Client(base_url=running.url, timeout=120))
         return self
 

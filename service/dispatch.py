@@ -4,7 +4,9 @@ Every capture job is offered on its lane, a Redis stream the workers read as one
 script with the room check and the job's record: render.queue.lanes); a job is handed to one worker, which
 is written down in the same step, and offered again only when that worker is proven gone before starting
 it. Each API process subscribes once to its own reply channel; a waiting request is just a future in
-`_waiters`, so hundreds can wait at once on one Redis connection. A periodic check of the result key covers
+`_waiters`, so hundreds can wait at once on one Redis connection. The notification carries the result itself
+when it is small (render.contract.wire.JobResult.to_message), and the worker has settled the job's quota with
+it: a capture costs the API no round trip after the worker is done. A periodic check of the result key covers
 a notification lost while the subscription was reconnecting.
 """
 
@@ -41,7 +43,8 @@ class Dispatcher:
         self.sync_redis = sync_redis
         self._max_queue = max_queue
         self.reply_channel = reply_channel()
-        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._waiters: dict[str, asyncio.Future[JobResult | None]] = {}
+        self._forgetting: set[asyncio.Task[None]] = set()
         self._absences = Absences(worker_grace)
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
@@ -74,9 +77,10 @@ class Dispatcher:
                 async for message in pubsub.listen():
                     if message["type"] != "message":
                         continue
-                    waiter = self._waiters.get(message["data"].decode())
+                    reference, result = JobResult.from_message(message["data"])
+                    waiter = self._waiters.get(reference)
                     if waiter is not None and not waiter.done():
-                        waiter.set_result(None)
+                        waiter.set_result(result)  # None: the result is under its key
             except (redis.RedisError, OSError):
                 log.warning("result subscription lost; reconnecting", exc_info=True)
                 await asyncio.sleep(0.5)
@@ -127,9 +131,14 @@ class Dispatcher:
                 if left <= 0:
                     return None
                 try:
-                    await asyncio.wait_for(asyncio.shield(waiter), min(RESULT_POLL_SECONDS, left))
+                    result = await asyncio.wait_for(asyncio.shield(waiter), min(RESULT_POLL_SECONDS, left))
                 except TimeoutError:
-                    pass
+                    result = None
+                if result is not None:
+                    self._forget_soon(job.reference)
+                    return result
+                if waiter.done():  # notified, the result under its key: wait for the next notice after this
+                    waiter = self._waiters[job.reference] = asyncio.get_running_loop().create_future()
                 result = await self._take_result(job.reference)
                 if result is not None:
                     return result
@@ -150,6 +159,18 @@ class Dispatcher:
             return False
         name = worker.decode() if isinstance(worker, bytes) else str(worker)
         return self._absences.gone(name, bool(await self._redis.exists(alive_key(name))))
+
+    def _forget_soon(self, reference: str) -> None:
+        """The result key of a result the notification brought, deleted after the answer is on its way."""
+        task = asyncio.create_task(self._forget(reference))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _forget(self, reference: str) -> None:
+        try:
+            await self._redis.unlink(result_key(reference))
+        except (redis.RedisError, OSError):  # it expires anyway (RESULT_TTL_SECONDS)
+            log.debug("could not delete the result of %s", reference, exc_info=True)
 
     async def _take_result(self, reference: str) -> JobResult | None:
         async with self._redis.pipeline(transaction=True) as pipe:

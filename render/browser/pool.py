@@ -35,7 +35,8 @@ class TabPool:
         self._prepared: asyncio.Task[Tab] | None = None
         # The page kept from the last job (settings.reuse_contexts), and its owner.
         self._warm: tuple[str, Tab] | None = None
-        self._releasing: asyncio.Task[None] | None = None
+        self._releasing: asyncio.Future[None] | None = None
+        self._release_held = asyncio.Event()  # release_soon's tab waits for it
         self._switching = False  # the last job found a page kept for another organisation
         self._closed = False
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
@@ -68,6 +69,7 @@ class TabPool:
         written into it; a kept page's about:blank keeps the origin of the page it unloaded)."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
+            self.release_now()
             await asyncio.gather(releasing, return_exceptions=True)
         if self.supervisor.crashed():
             # Chromium died: whatever was being prepared on it will never finish.
@@ -178,8 +180,20 @@ class TabPool:
 
     def release_soon(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
                      origins: Iterable[str] = ()) -> None:
-        """`release` in the background, so the job's result goes out before the clean-up."""
-        self._releasing = asyncio.ensure_future(self.release(tab, healthy=healthy, owner=owner, origins=origins))
+        """`release` in the background once `release_now` is called (the job's result is out) or the next
+        tab is asked for, whichever comes first: the clean-up (closing a context, wiping a page, preparing
+        the spare) takes CPU the result's way out to the caller would otherwise share."""
+        held = self._release_held = asyncio.Event()
+
+        async def when_let() -> None:
+            await held.wait()
+            await self.release(tab, healthy=healthy, owner=owner, origins=origins)
+
+        self._releasing = asyncio.ensure_future(when_let())
+
+    def release_now(self) -> None:
+        """Let the tab given to `release_soon` be cleaned up now (from the loop's thread)."""
+        self._release_held.set()
 
     async def _discard_warm(self) -> None:
         warm, self._warm = self._warm, None
@@ -213,6 +227,7 @@ class TabPool:
         """Stop Chromium and Playwright (after any clean-up still running)."""
         self._closed = True
         if self._releasing is not None:
+            self.release_now()
             await asyncio.gather(self._releasing, return_exceptions=True)
         await self.restart()
         await self.chromium.close()

@@ -1,9 +1,9 @@
 """What crosses the queue between the API and the workers, as JSON: a `JobRequest` one way, a `JobResult` back.
 
-The API pushes a `JobRequest` onto a waiting lane when its client waits for the result, or enqueues an RQ
-job with one (async and webhook jobs); the worker stores a `JobResult` under `result_key(reference)` and
-publishes the reference on the request's reply channel (render.queue.keys). Pure module: the API imports
-it without Playwright.
+The API offers a `JobRequest` on a lane (render.queue.lanes); for a job its client waits for, the worker
+stores the `JobResult` under `result_key(reference)` and publishes it on the request's reply channel
+(render.queue.keys): the whole result when its bodies are small (`to_message`), so the waiting API needs no
+more round trips, else its reference only. Pure module: the API imports it without Playwright.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ class JobResult:
     stored_copy: StoredCopy | None = None
     slices: list[StoredSlice] = field(default_factory=list)
     slices_manifest: str | None = None  # the stored manifest of `slices`
+    settled: bool = False  # the worker settled the job's quota slot itself (render.queue.ledger)
     started_at: float = 0.0  # UNIX seconds when a worker picked the job up
     finished_at: float = 0.0  # UNIX seconds when the result was ready
     body: bytes = b""
@@ -126,6 +127,30 @@ class JobResult:
         for index, variant in enumerate(self.variants):
             fields[f"body:{index}"] = variant.body
         return fields
+
+    def to_message(self, limit: int) -> bytes:
+        """The result as one message: its reference alone when its bodies pass `limit` bytes (the reader then
+        takes it from `result_key`), else its meta's JSON, a newline and the bodies one after the other."""
+        bodies = [self.body, *(variant.body for variant in self.variants)]
+        if sum(map(len, bodies)) > limit:
+            return self.reference.encode()
+        return orjson.dumps([self.meta(), [len(body) for body in bodies]]) + b"\n" + b"".join(bodies)
+
+    @classmethod
+    def from_message(cls, message: bytes) -> tuple[str, JobResult | None]:
+        """The reference a `to_message` message is about, and the result when it holds it."""
+        head, newline, rest = message.partition(b"\n")
+        if not newline:
+            return head.decode(), None
+        meta, sizes = orjson.loads(head)
+        bodies, offset = [], 0
+        for size in sizes:
+            bodies.append(rest[offset:offset + size])
+            offset += size
+        result = cls.from_meta(meta, bodies[0])
+        for variant, body in zip(result.variants, bodies[1:], strict=True):
+            variant.body = body
+        return result.reference, result
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any], body: bytes = b"") -> JobResult:

@@ -1,5 +1,5 @@
 """The quota and concurrency ledger in Redis: the scripts that reserve and settle a job's slot, shared by the
-API (reserve, settle what it waited for) and the workers (settle what nobody waits for).
+API (reserve; settle what no worker finished) and the workers (settle every job they finish, with its result).
 
 A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry) from reservation
 until its result is final. In-flight slots count against the quota too, so concurrent requests
@@ -45,3 +45,11 @@ def settle_now(connection: redis.Redis, org_id: str, job_id: str, *, success: bo
     charged = connection.register_script(SETTLE)(
         keys=[slots_key(org_id), usage_key(org_id, now)], args=[job_id, int(success), USAGE_KEEP_SECONDS])
     return bool(charged)
+
+
+def settle_on(pipe: redis.client.Pipeline, org_id: str, job_id: str, *, success: bool) -> None:
+    """`settle_now` queued on a pipeline: a worker settles the job it publishes in the same round trip (the
+    API that waits for it then has nothing left to settle)."""
+    now = time.time()
+    # EVAL, not a registered script: a pipeline with one asks Redis first whether it knows the script.
+    pipe.eval(SETTLE, 2, slots_key(org_id), usage_key(org_id, now), job_id, int(success), USAGE_KEEP_SECONDS)

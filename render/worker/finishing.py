@@ -21,12 +21,16 @@ from render.contract.wire import JobRequest, JobResult, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
 from render.queue.keys import result_key
+from render.queue.ledger import settle_on
 from render.queue.records import RESULT_TTL_SECONDS, record_job
 from render.settings import RenderSettings
 from storage import Storage, StorageError, object_key
 from storage.paths import filled
 
 log = logging.getLogger(__name__)
+# A result whose bodies are smaller goes whole in its notification (render.contract.wire.JobResult.to_message);
+# far under Redis's limit on what a subscriber may have waiting (client-output-buffer-limit pubsub 8mb).
+MESSAGE_LIMIT_BYTES = 256 * 1024
 
 
 class Finisher:
@@ -134,13 +138,17 @@ class Finisher:
         return key
 
     def publish(self, job: JobRequest, result: JobResult) -> None:
-        """The result to the waiting API (its reply channel) and the job's record."""
+        """The result to the waiting API (its reply channel), the job's record, and its quota settled (a
+        success charged, the slot freed), all in one round trip."""
         if self.redis is None or job.reply_channel is None:
             return
-        with self.redis.pipeline(transaction=False) as pipe:
+        result.settled = True
+        with self.redis.pipeline(transaction=True) as pipe:
             for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
+                settle_on(pipe, job.organisation, each.reference, success=each.ok)
                 record_job(pipe, each.reference, each.record_fields())
+            # The result stays under its key until the API takes it: the notification may be lost.
             pipe.hset(result_key(job.reference), mapping=result.to_redis())
             pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
-            pipe.publish(job.reply_channel, job.reference)
+            pipe.publish(job.reply_channel, result.to_message(MESSAGE_LIMIT_BYTES))
             pipe.execute()

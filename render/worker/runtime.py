@@ -181,12 +181,14 @@ class WorkerRuntime:
             self.tabs.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)
 
     def handle(self, job: JobRequest) -> JobResult:
-        """Run a queued job and publish its result; never raises for capture failures."""
+        """Run a queued job and publish its result; never raises for capture failures. The job's tab is
+        cleaned up after the result is out (render.browser.pool.TabPool.release_soon)."""
         self.busy = True  # the heartbeat reports it: the API's screenshot_workers{state="busy"}
         try:
             return self._handle(job)
         finally:
             self.busy = False
+            self.call_soon(self.tabs.release_now)
 
     def _handle(self, job: JobRequest) -> JobResult:
         started = time.monotonic()

@@ -184,10 +184,11 @@ async def cached_result(context: AppContext, options: TakeOptions, digest: str) 
 async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
                       trace_id: str, *, store: bool = False, store_key: str | None = None,
                       keep_body: bool = False) -> JobResult:
-    """Reserve a slot, run the job on a worker, settle the quota; raise the job's error if it failed."""
+    """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
+    raise the job's error if it failed."""
     grace = context.settings.service.result_wait_grace
     await context.quota.reserve(org, reference, options.timeout + grace + SLOT_MARGIN_SECONDS)
-    success = False
+    success = settled = False
     try:
         job = JobRequest(
             reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
@@ -197,6 +198,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
         with context.metrics.in_flight.track_inprogress():
             result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                                   record=context.records.queued_fields(org.id))
+        settled = result is not None and result.settled
         if result is not None and result.started_at:
             context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:
@@ -212,7 +214,8 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
         return result
     finally:
         # Shielded: a client hanging up must not leave the slot held until it expires.
-        await asyncio.shield(context.quota.settle(org, reference, success=success))
+        if not settled:
+            await asyncio.shield(context.quota.settle(org, reference, success=success))
 
 
 def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:

@@ -358,7 +358,7 @@ def test_an_async_job_whose_worker_is_killed_runs_again_once_then_fails_uncharge
 
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
-    from render.contract.wire import JobRequest
+    from render.contract.wire import JobRequest, JobResult
     from render.queue.keys import LANE_GROUP, LANE_KEY, job_key, result_key
     from render.queue.records import JOB_RECORD_TTL_SECONDS
 
@@ -380,7 +380,7 @@ def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_p
     record = connection.hgetall(job_key(expired.reference))  # what GET /jobs/{reference} reads
     assert record[b"status"] == b"failed" and b"timeout_error" in record[b"error"], record
     assert 0 < connection.ttl(job_key(expired.reference)) <= JOB_RECORD_TTL_SECONDS
-    assert any(message["type"] == "message" and message["data"] == b"expired-in-lane"
+    assert any(message["type"] == "message" and JobResult.from_message(message["data"])[0] == "expired-in-lane"
                for message in iter(lambda: reply.get_message(timeout=1), None))
     with httpx.Client(base_url=isolated.url) as http:
         for _ in range(WORKERS * 2):  # every worker still serves

@@ -1,4 +1,5 @@
-"""The dispatcher refuses new work once the lanes are full (SCREENSHOT_MAX_QUEUE)."""
+"""The dispatcher refuses new work once the lanes are full (SCREENSHOT_MAX_QUEUE), and takes a worker's result
+from its notification, the quota already settled with it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from render.contract.wire import JobRequest
-from render.queue.keys import LANE_KEY
+from render.contract.wire import JobRequest, JobResult
+from render.queue.keys import LANE_KEY, result_key
+from render.settings import RenderSettings
+from render.worker.finishing import MESSAGE_LIMIT_BYTES, Finisher
 from service.dispatch import Dispatcher
 from service.errors import TemporaryUnavailable
+from service.organisations import Organisation
+from service.quota import QuotaKeeper
 
 
 def test_full_queue_is_temporary_unavailable(redis_url: str) -> None:
@@ -36,6 +41,55 @@ def test_full_queue_is_temporary_unavailable(redis_url: str) -> None:
                 await dispatcher.submit(job)
         finally:
             sync_redis.delete(LANE_KEY)
+            await async_redis.aclose()
+            sync_redis.close()
+
+    asyncio.run(main())
+
+
+def test_a_worker_publishes_its_result_with_the_quota_settled_and_the_api_takes_it_from_the_notice(
+        redis_url: str) -> None:
+    """The worker's one round trip (render.worker.finishing.Finisher.publish) settles the slot (a success
+    charged once, a failure not at all), records the job and notifies the waiting API with the result itself
+    when it is small; a large one the API reads from its key. Either way the key is gone afterwards."""
+    isolated = redis_url.rsplit("/", 1)[0] + "/2"  # no worker of the test service reads this database
+    org = Organisation(id=f"t{time.monotonic_ns()}", name="t", quota=10, concurrency=5, signing_key=None,
+                       require_signature=False)
+
+    async def main() -> None:
+        async_redis = aioredis.Redis.from_url(isolated)
+        sync_redis = redis.Redis.from_url(isolated)
+        dispatcher = Dispatcher(async_redis, sync_redis, max_queue=10)
+        keeper = QuotaKeeper(async_redis)
+        finisher = Finisher(RenderSettings(), storage=None, connection=sync_redis,  # type: ignore[arg-type]
+                            policy=None, loop=asyncio.get_running_loop(), egress_url="")  # type: ignore[arg-type]
+        await dispatcher.start()
+        try:
+            for reference, ok, body in (("small", True, b"\x89PNG\n" * 10), ("failed", False, b""),
+                                        ("large", True, b"x" * (MESSAGE_LIMIT_BYTES + 1))):
+                await keeper.reserve(org, reference, 60)
+                job = JobRequest(reference=reference, organisation=org.id, options={}, trace_id="t",
+                                 deadline=time.time() + 5, reply_channel=dispatcher.reply_channel)
+                waiting = asyncio.create_task(dispatcher.run(job, wait_seconds=5))
+                while not await async_redis.xlen(LANE_KEY):
+                    await asyncio.sleep(0.01)
+                sent = JobResult(reference, ok=ok, format="png", body=body,
+                                 error=None if ok else {"error_code": "timeout"})
+                await asyncio.to_thread(finisher.publish, job, sent)
+                got = await waiting
+                assert got is not None and got.settled and got.ok is ok and got.body == body
+                await async_redis.delete(LANE_KEY)
+                for _ in range(100):
+                    if not await async_redis.exists(result_key(reference)):
+                        break
+                    await asyncio.sleep(0.01)
+                assert not await async_redis.exists(result_key(reference))
+                assert await keeper.settle(org, reference, success=True) is False  # nothing left to settle
+            usage = await keeper.usage(org)
+            assert usage.used == 2 and usage.concurrency_remaining == 5
+        finally:
+            await dispatcher.stop()
+            await async_redis.flushdb()
             await async_redis.aclose()
             sync_redis.close()
 

@@ -36,3 +36,14 @@ def test_a_request_with_its_webhook_order_comes_back_as_it_was() -> None:
                                           timeout=10.0))
     assert JobRequest.from_json(orjson.loads(orjson.dumps(job.to_json()))) == job
     assert JobRequest.from_json(JobRequest("r2", "o", {}, "t", 1.0).to_json()).webhook is None
+
+
+def test_a_small_result_travels_whole_in_its_notification_and_a_large_one_as_its_reference() -> None:
+    variant = JobResult("r2", ok=True, format="png", body=b"\n\x89PNG v")  # bodies may hold newlines
+    result = JobResult("r1", ok=True, format="png", width=10, height=20, body=b"\x89PNG\n\r\n", settled=True,
+                       metadata={"page_title": "a\nb"}, variants=[variant])
+    reference, whole = JobResult.from_message(result.to_message(limit=100))
+    assert reference == "r1" and whole == result and whole.variants[0].body == b"\n\x89PNG v"
+    assert JobResult.from_message(result.to_message(limit=10)) == ("r1", None)  # 15 bytes of bodies
+    empty = JobResult("r3", ok=False, error={"error_code": "timeout"})
+    assert JobResult.from_message(empty.to_message(limit=0)) == ("r3", empty)
