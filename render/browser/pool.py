@@ -17,7 +17,7 @@ from playwright.async_api import Browser, BrowserContext
 
 from render.browser.chromium import Chromium
 from render.browser.supervisor import Supervisor
-from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab, open_page, open_tab
+from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab, bring_to_front, open_page, open_tab
 from render.browser.wiping import wiped
 from render.settings import RenderSettings
 
@@ -100,7 +100,7 @@ class TabPool:
         try:
             # A page that is not its window's active tab gets no rendering updates in headless Chromium
             # (lazy loading, IntersectionObserver and animation frames would wait for it to be shown).
-            await asyncio.wait_for(tab.page.bring_to_front(), TAB_TIMEOUT_SECONDS)
+            await asyncio.wait_for(bring_to_front(tab), TAB_TIMEOUT_SECONDS)
         except Exception:
             log.warning("a kept page could not be brought to front; using a new context", exc_info=True)
             await tab.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -88,6 +89,28 @@ class Tab:
         return True
 
 
+# The tab each browser last brought to the foreground, until a page opens in it (the spare tab, a popup, a new
+# page in a kept context), which may take the foreground: headless Chromium renders only its active tab
+# (lazy loading, IntersectionObserver and animation frames wait; a capture fails).
+_front: weakref.WeakKeyDictionary[Browser, Tab] = weakref.WeakKeyDictionary()
+
+
+async def bring_to_front(tab: Tab) -> None:
+    """Make `tab` its browser's active tab, unless it is known to be already (a round trip to Chromium saved
+    for each job, and for each frame of a recording)."""
+    browser = tab.context.browser
+    if browser is not None and _front.get(browser) is tab:
+        return
+    await tab.cdp.send("Page.bringToFront")
+    if browser is not None:
+        _front[browser] = tab
+
+
+def _page_opened(context: BrowserContext) -> None:
+    if context.browser is not None:
+        _front.pop(context.browser, None)
+
+
 async def open_tab(browser: Browser, chrome_version: str) -> Tab:
     """A new context at the default viewport, with one page in it."""
     major = chrome_version.split(".")[0]
@@ -97,6 +120,7 @@ async def open_tab(browser: Browser, chrome_version: str) -> Tab:
         service_workers="block",
         accept_downloads=False,
     )
+    context.on("page", lambda _page: _page_opened(context))
     try:
         # service_workers="block" alone still lets a page register one (seen with Chromium 156):
         # the API is removed from every frame before any page script runs.

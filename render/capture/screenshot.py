@@ -8,7 +8,7 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
-from render.browser.tabs import Tab
+from render.browser.tabs import Tab, bring_to_front
 
 CAPTURE_ATTEMPTS = 4
 
@@ -25,7 +25,7 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
                            {"color": {"r": 0, "g": 0, "b": 0, "a": 0}})
     # The next job's tab is prepared while this one runs and may have taken the foreground; a
     # background tab commits no frames in headless Chromium, so its capture would fail.
-    await tab.cdp.send("Page.bringToFront")
+    await bring_to_front(tab)
     params: dict[str, Any] = {"format": fmt, "fromSurface": True, "captureBeyondViewport": beyond_viewport,
                               "optimizeForSpeed": fast}
     if fmt != "png":

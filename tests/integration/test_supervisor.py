@@ -6,12 +6,15 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import pyvips
 from playwright.async_api import Error as PlaywrightError
 
 from render.browser.pool import TabPool
+from render.browser.tabs import open_page, open_tab
 from render.browser.trust import TrustStoreError
 from render.capture.pipeline import Environment, capture
 from render.contract.options import parse_take_options
@@ -202,3 +205,40 @@ def test_low_memory_mode_caps_the_javascript_heap_and_keeps_every_pixel() -> Non
     images = [pyvips.Image.new_from_buffer(body, "") for body in (low, normal)]
     assert [(image.width, image.height) for image in images] == [(1200, 800), (1200, 800)]
     assert images[0].write_to_memory() == images[1].write_to_memory()
+
+
+def test_a_job_tab_is_brought_to_the_front_once_and_again_after_a_page_opened_in_its_browser() -> None:
+    """render.browser.tabs.bring_to_front: a round trip to Chromium before each capture (and each frame of a
+    recording) only when a page opened in the browser since the tab was last brought to the front (the
+    next job's spare tab, a popup, a new page in its context), which may have taken the foreground."""
+    options = parse_take_options({"html": HTML, "viewport_width": "50", "viewport_height": "50"})
+
+    async def main() -> list[int]:
+        supervisor = TabPool(RenderSettings())
+        try:
+            tab = await supervisor.acquire("org")  # an organisation's job: no spare tab is prepared
+            sent: list[str] = []
+            real_send = tab.cdp.send
+
+            async def send(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+                sent.append(method)
+                return await real_send(method, params)
+
+            tab.cdp.send = send  # type: ignore[method-assign]
+            env = Environment(supervisor.settings, NetworkPolicy(allow_private=True), supervisor.chrome_version)
+            brought = []
+            for opened in (None, None, "context", None, "browser"):
+                if opened == "context":
+                    await open_page(tab.context, supervisor.chrome_version)
+                elif opened == "browser":
+                    assert supervisor.chromium.browser is not None
+                    await open_tab(supervisor.chromium.browser, supervisor.chrome_version)
+                output = await capture(options, tab, env, time.monotonic() + 30)
+                assert pyvips.Image.new_from_buffer(output.body, "")(25, 25)[:3] == [0, 255, 0]
+                brought.append(sent.count("Page.bringToFront"))
+            supervisor.release_soon(tab, owner="org")
+            return brought
+        finally:
+            await supervisor.close()
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == [1, 1, 2, 2, 3]
