@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import statistics
 import tempfile
 import threading
@@ -38,7 +39,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from bench.chart import write_chart
-from render.browser.chromium import PAGE_SIZE, chromium_binary
+from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from service.organisations import OrganisationStore
 from service.settings import default_workers
@@ -238,8 +239,10 @@ class PlainScript:
 
 class Floor:
     """The fastest a capture can be here: one warm page kept open, `goto` and CDP `Page.captureScreenshot`,
-    nothing else (no new context, no checks, no encoding beyond Chromium's own). Runs on the plain script's
-    browser and event loop, between its shots."""
+    nothing else (no new context, no checks, no encoding beyond Chromium's own). Its Chromium is launched
+    with the service's own flags (render.browser.chromium.chromium_arguments: software compositing in the
+    browser process, the low-memory mode, ...), so that it is the service's limit, full pages included; it
+    runs on the plain script's Playwright and event loop, between its shots."""
 
     def __init__(self, plain: PlainScript) -> None:
         self.plain = plain
@@ -249,10 +252,16 @@ class Floor:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.plain._call(self._context.close())
+        self.plain._call(self._browser.close())
 
     async def _open(self) -> None:
-        self._context = await self.plain._browser.new_context(viewport=VIEWPORT)
+        settings = RenderSettings()
+        sandbox = sandboxed(settings.chromium_sandbox)
+        self._browser = await self.plain._playwright.chromium.launch(
+            executable_path=chromium_binary(self.plain.chromium), chromium_sandbox=sandbox,
+            args=chromium_arguments(shlex.split(settings.chromium_args), sandbox=sandbox,
+                                    low_memory=settings.chromium_low_memory))
+        self._context = await self._browser.new_context(viewport=VIEWPORT)
         self._page = await self._context.new_page()
         self._cdp = await self._context.new_cdp_session(self._page)
 
