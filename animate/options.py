@@ -16,7 +16,8 @@ from render.contract.validation import validate_all
 from render.contract.values import HttpUrl, StrList, param
 
 DURATION_MAX = 30
-FPS = 30
+FPS = 30  # frame_rate's default
+FPS_MAX = 60
 _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[:/x]\s*(\d+(?:\.\d+)?)\s*$")
 
 # /take parameters that describe a still image, a document or its metadata: refused on /animate
@@ -45,6 +46,9 @@ class AnimateOptions(TakeOptions):
     scenario: Literal["default", "scroll"] = param(
         "default", "Animation", "default: record the page after load; scroll: scroll it down (and back).")
     duration: int = param(5, "Animation", "Seconds recorded (1-30).", ge=1, le=DURATION_MAX)
+    frame_rate: int = param(FPS, "Animation", "Frames per second of the video (1-60). scroll: every frame shows "
+                            "the page where the easing puts it at that frame's time, however long a capture "
+                            "takes (so 60 takes about twice as long to record as 30).", ge=1, le=FPS_MAX)
     width: int | None = param(None, "Animation", "Output width in pixels (default: the viewport's).",
                               shown_default="viewport", ge=16, le=7680)
     height: int | None = param(None, "Animation", "Output height in pixels (default: the viewport's).",

@@ -13,7 +13,7 @@ import math
 import time
 
 from animate.encoder import Encoder, VideoSpec
-from animate.options import FPS, AnimateOptions
+from animate.options import AnimateOptions
 from animate.timeline import Timeline, plan
 from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, open_page
@@ -61,7 +61,7 @@ def video_spec(options: AnimateOptions, frame_width: int, frame_height: int, sca
     width, height = max(2, round(width)), max(2, round(height))
     if options.format in _EVEN_FORMATS:  # 4:2:0 chroma needs even sides
         width, height = width - width % 2, height - height % 2
-    return VideoSpec(FPS, options.format, width, height, crop, alpha=options.omit_background)
+    return VideoSpec(options.frame_rate, options.format, width, height, crop, alpha=options.omit_background)
 
 
 async def record(options: AnimateOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -102,16 +102,17 @@ def _check_time(deadline: float, options: AnimateOptions) -> None:
 
 
 async def _real_time(options: AnimateOptions, tab: Tab, encoder: Encoder, first: bytes, deadline: float) -> None:
-    total = options.duration * FPS
+    fps = options.frame_rate
+    total = options.duration * fps
     started = time.monotonic()
     frame, written = first, 0
     while written < total:
         _check_time(deadline, options)
-        due = min(total, int((time.monotonic() - started) * FPS) + 1)
+        due = min(total, int((time.monotonic() - started) * fps) + 1)
         while written < due:  # a capture slower than a frame: the newest frame fills its slots
             await asyncio.to_thread(encoder.write, frame)
             written += 1
-        next_at = started + written / FPS
+        next_at = started + written / fps
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         frame = await _frame(tab, options)
 
@@ -131,14 +132,15 @@ async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline:
     timeline = await _timeline(options, tab)
     duration_ms = options.duration * 1000
     navigate_at = options.navigate_after_ms if options.scroll_try_navigate else None
-    total = duration_ms * FPS // 1000
+    fps = options.frame_rate
+    total = duration_ms * fps // 1000
     if options.scroll_complete and navigate_at is None and 0 < timeline.completes < duration_ms:
         # Stop when the scroll completes, the last frame showing where it came to rest.
-        total = min(total, math.floor(timeline.completes * FPS / 1000) + 1)
+        total = min(total, math.floor(timeline.completes * fps / 1000) + 1)
     offset = 0.0  # when the current page's timeline started (ms): it restarts after a navigation
     for index in range(total):
         _check_time(deadline, options)
-        t = index * 1000 / FPS
+        t = index * 1000 / fps
         if navigate_at is not None and t >= navigate_at:
             navigate_at = None
             if await _navigate(options, tab, deadline):

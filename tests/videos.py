@@ -39,3 +39,16 @@ def frames(video: bytes, width: int, height: int) -> list[bytes]:
 def rgb(frame: bytes, width: int, x: int, y: int) -> tuple[int, int, int]:
     offset = (y * width + x) * 3
     return frame[offset], frame[offset + 1], frame[offset + 2]
+
+
+def ssim(video: bytes, frame: int, still: bytes) -> float:
+    """SSIM (ffmpeg's ssim filter, all planes) of frame `frame` of `video` against the image `still`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source, image = Path(tmp) / "in", Path(tmp) / "still"
+        source.write_bytes(video)
+        image.write_bytes(still)
+        said = subprocess.run(
+            ["ffmpeg", "-v", "info", "-i", str(source), "-i", str(image), "-lavfi",
+             f"[0:v]select=eq(n\\,{frame}),setpts=PTS-STARTPTS[a];[1:v]setpts=PTS-STARTPTS[b];[a][b]ssim",
+             "-frames:v", "1", "-f", "null", "-"], capture_output=True, check=True, text=True).stderr
+    return float(said.rsplit(" All:", 1)[1].split()[0])

@@ -12,7 +12,7 @@ from animate.options import parse_animate_options
 from animate.timeline import plan
 from tests.conftest import Org
 from tests.site import Site
-from tests.videos import frames, probe, rgb
+from tests.videos import frames, probe, rgb, ssim
 
 pytestmark = pytest.mark.browser
 PAGE_HEIGHT = 4000
@@ -180,3 +180,38 @@ def test_scroll_navigate_to_url_goes_there(client: httpx.Client, org: Org, site:
     last = frames(response.content, 160, 120)[-1]
     assert rgb(last, 160, 80, 20)[0] > 200 and rgb(last, 160, 80, 100)[2] > 200  # /colours.html
     assert "to=given" in site.queries_to("/colours.html")
+
+
+TEXT_PAGE = ("<!DOCTYPE html><html><body style='margin:0;font:16px/24px serif;color:#222'>"
+             + "".join(f"<p style='margin:0;padding:0 12px'>Line {n}: the quick brown fox jumps over the lazy dog, "
+                       f"0123456789 ({n * 7 % 97})</p>" for n in range(200)) + "</body></html>")
+
+
+def test_sixty_frames_a_second_each_where_the_curve_says_and_as_sharp_as_a_still(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    """frame_rate=60: twice the frames, each still at its eased position (frame-exact); the text in a frame
+    is as sharp as a still capture at the same scroll offset (SSIM of the decoded frame against /take's PNG)."""
+    params = {"url": site.url("/gradient.html"), "scenario": "scroll", "duration": "2", "frame_rate": "60",
+              "viewport_width": "320", "viewport_height": "240", "scroll_by": "1200", "scroll_duration": "1000",
+              "scroll_delay": "300", "scroll_back": "false", "scroll_complete": "false"}
+    response = animate(client, org, **params)
+    assert response.status_code == 200, response.text
+    facts = probe(response.content)
+    assert facts["frames"] == 120 and abs(facts["duration"] - 2) <= 1 / 60
+    timeline = plan(parse_animate_options(params), PAGE_HEIGHT - 240)
+    errors = [abs(scroll_of(frame, 320) - timeline.position(index * 1000 / 60))
+              for index, frame in enumerate(frames(response.content, 320, 240))]
+    assert len(errors) == 120 and max(errors) <= 48, f"frame {errors.index(max(errors))} is off the curve"
+    # Text: at rest at the top (frame 0), then at 360 px from 200 ms to 1.2 s (frame 30 is at 500 ms).
+    video = animate(client, org, html=TEXT_PAGE, scenario="scroll", duration="1", frame_rate="60",
+                    viewport_width="640", viewport_height="360", scroll_by="360", scroll_duration="200",
+                    scroll_delay="1000", scroll_back="false", scroll_complete="false", scroll_easing="linear")
+    assert video.status_code == 200, video.text
+    view = {"html": TEXT_PAGE, "viewport_width": "640", "viewport_height": "360", "access_key": org.access_key}
+    top = client.get("/v1/screenshot/take", params=view)
+    scrolled = client.get("/v1/screenshot/take", params={**view, "clip_x": "0", "clip_y": "360", "clip_width": "640",
+                                                          "clip_height": "360"})
+    assert top.status_code == scrolled.status_code == 200, scrolled.text
+    similarity = [ssim(video.content, 0, top.content), ssim(video.content, 30, scrolled.content)]
+    assert min(similarity) >= 0.97, similarity
+    assert ssim(video.content, 0, scrolled.content) < 0.9  # a frame somewhere else is told apart
