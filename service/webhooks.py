@@ -273,8 +273,9 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
         except redis.RedisError as error:  # raised by RQ's own teardown when Redis refused it too
             lost = error
         # RQ's worker quits on any Redis error it does not expect in its loop (a Sentinel failover's old
-        # primary answering NOREPLICAS or READONLY): serve again rather than end, unless told to stop.
-        if burst or getattr(worker, "_stop_requested", False):
+        # primary answering NOREPLICAS or READONLY): serve again rather than end, unless told to stop (RQ
+        # notes when SIGTERM or SIGINT came, idle or busy; its `_stop_requested` only when busy).
+        if burst or getattr(worker, "_shutdown_requested_date", None) is not None:
             return
         log.warning("the webhook deliverer's worker stopped (%s); serving again in %g s",
                     lost or "a Redis error", DELIVERER_RESTART_SECONDS)

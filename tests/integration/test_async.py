@@ -187,6 +187,18 @@ def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningServic
         assert attempts[1].body == attempts[0].body
 
 
+def test_the_deliverer_stops_at_once_on_sigterm(isolated: RunningService) -> None:
+    """SIGTERM ends an idle webhook deliverer within seconds, with status 0: it serves again after a Redis error
+    (service.webhooks.run_deliverer), never after being told to stop."""
+    process = isolated.processes["webhooks"]
+    time.sleep(2)  # serving: RQ's worker registered and waiting for a delivery
+    process.terminate()
+    try:
+        assert process.wait(10) == 0
+    finally:
+        isolated.restart("webhooks")
+
+
 def test_a_delivery_cut_short_by_a_deliverer_crash_is_made_again_by_the_next_deliverer(
         isolated: RunningService, isolated_http: httpx.Client, isolated_org: Org, site: Site) -> None:
     """The deliverer is killed while the receiver holds its attempt: the next deliverer sends it again at once
