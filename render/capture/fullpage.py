@@ -111,7 +111,7 @@ class Section:
 async def page_size(tab: Tab, viewport: Viewport) -> tuple[int, int]:
     """The document's width (at least the viewport's; a phone's page without a viewport meta tag is laid
     out 980 wide, and is that wide, as in Playwright) and height, in CSS pixels."""
-    width, height = await tab.page.evaluate(_SIZE)
+    width, height = await tab.run(_SIZE)
     return max(int(width), viewport.width), int(height)
 
 
@@ -134,18 +134,18 @@ async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: View
         position = 0
         while position < min((await page_size(tab, viewport))[1], cap) and time.monotonic() < stop_at:
             if requests is None:
-                await tab.page.evaluate(_SCROLL_TO, position)
+                await tab.run(_SCROLL_TO, position)
                 await asyncio.sleep((fixed or 0) / 1000)
             else:
                 until = min(time.monotonic() + STEP_LIMIT_SECONDS, stop_at)
-                await tab.page.evaluate(_STEP, [position, round(STEP_LIMIT_SECONDS * 1000)])
+                await tab.run(_STEP, [position, round(STEP_LIMIT_SECONDS * 1000)])
                 await requests.wait_none(until)
             position += step
     finally:
         if requests is not None:
             requests.detach()
-    await tab.page.evaluate(_TO_TOP)
-    await tab.page.evaluate(_SETTLE)
+    await tab.run(_TO_TOP)
+    await tab.run(_SETTLE)
 
 
 async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> bytes:
@@ -184,16 +184,16 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width
                        deadline: float) -> list[Section]:
     scale = viewport.scale
     section = viewport.height
-    await tab.page.evaluate(_TO_TOP)
-    await tab.page.evaluate(_PIN_STICKY)
+    await tab.run(_TO_TOP)
+    await tab.run(_PIN_STICKY)
     sections: list[Section] = []
     top = 0
     while top < height:
         if time.monotonic() > deadline:
             raise CaptureTimeout(f"The full-page capture did not finish within timeout ({options.timeout} s).")
-        actual = float(await tab.page.evaluate(
+        actual = float(await tab.run(
             "y => { window.scrollTo({top: y, left: 0, behavior: 'instant'}); return window.scrollY; }", top))
-        await tab.page.evaluate(_SETTLE)
+        await tab.run(_SETTLE)
         if options.reduce_motion:
             await motion.reduce(tab.page)
         # The view; with horizontal overflow, the whole width of the rows in view.
@@ -209,7 +209,7 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width
             break
         sections.append(Section(png, skip, taken))
         if top == 0:
-            await tab.page.evaluate(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
+            await tab.run(_HIDE_FIXED)  # fixed elements: once, where the first screen has them
         top += section
-    await tab.page.evaluate(_TO_TOP)
+    await tab.run(_TO_TOP)
     return sections

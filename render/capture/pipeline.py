@@ -132,12 +132,12 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await shield.before_load(tab)
     failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
     response = await _load(tab, options, env, deadline)
-    await shield.after_load(tab.page, deadline)
-    await prepare(tab.page, options, deadline)
+    await shield.after_load(tab, deadline)
+    await prepare(tab, options, deadline)
     if options.delay:
         await asyncio.sleep(options.delay)
     if options.delay or prepares(options):
-        await shield.after_preparation(tab.page, deadline)
+        await shield.after_preparation(tab, deadline)
     if options.reduce_motion:
         await motion.reduce(tab.page)
     await check_content(tab.page, options)

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 
 from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
@@ -105,22 +104,22 @@ class Annoyances:
         if self.platforms:
             await tab.page.add_init_script(style_sheet_init_script(self.style_sheet()))
 
-    async def clear(self, page: Page, deadline: float) -> None:
+    async def clear(self, tab: Tab, deadline: float) -> None:
         """After loading, and again before the capture: let autoconsent finish what it started, and have
         its first look at a banner it has not taken yet; hide what is left and undo what banners left
         behind."""
         if self._selectors:
-            await self._page_side(page, "unlockAfterPlatforms", self._selectors)
+            await self._page_side(tab, "unlockAfterPlatforms", self._selectors)
         if not (self.cookie_banners or self.heuristics):
             return
         if self.consent is None:
-            found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
+            found = await self._page_side(tab, "clearBanners", self._evidence(hide=True))
         else:
             await self.consent.settle(deadline)
-            found = await self._page_side(page, "clearBanners", self._evidence(hide=False))
+            found = await self._page_side(tab, "clearBanners", self._evidence(hide=False))
             if found and found["found"] and not found["hidden"]:  # left up for autoconsent
                 await self.consent.settle(deadline, banner_up=True)
-                found = await self._page_side(page, "clearBanners", self._evidence(hide=True))
+                found = await self._page_side(tab, "clearBanners", self._evidence(hide=True))
         self.hidden += found["hidden"] if found else 0
         if self.consent is not None and self.consent.handled:
             LOG.debug("autoconsent opted out of %s; %d banners hidden on evidence", self.consent.handled, self.hidden)
@@ -132,9 +131,9 @@ class Annoyances:
         return {"hide": hide, "signUp": self.heuristics, "seen": seen}
 
     @staticmethod
-    async def _page_side(page: Page, task: str, argument: object) -> Any:
+    async def _page_side(tab: Tab, task: str, argument: object) -> Any:
         try:
-            return await page.evaluate(f"(args) => ({_PAGE_SIDE})(args)", [task, argument])
+            return await tab.run(_PAGE_SIDE, [task, argument])
         except PlaywrightError as error:  # a page navigating away meanwhile: nothing to hide on it
             LOG.debug("annoyances: %s failed: %s", task, error)
             return None

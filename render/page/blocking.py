@@ -18,6 +18,7 @@ from pathlib import Path
 import adblock
 from playwright.async_api import Page, Request, Route, WebSocketRoute
 
+from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
 from render.page.annoyances import Annoyances
 from render.page.failure_rules import url_pattern
@@ -116,18 +117,18 @@ class RequestBlocker:
 
             await page.route_web_socket("**/*", refuse)
 
-    async def hide_ad_elements(self, page: Page) -> None:
+    async def hide_ad_elements(self, tab: Tab) -> None:
         """Cosmetic rules: the list's selectors for this page and the generic class/id rules it uses."""
         if not self._loaded:
             return
-        classes, ids = await page.evaluate(_PAGE_CLASSES_AND_IDS)
+        classes, ids = await tab.run(_PAGE_CLASSES_AND_IDS)
         selectors: set[str] = set()
         for engine in self._loaded:
-            specific = engine.url_cosmetic_resources(page.url)
+            specific = engine.url_cosmetic_resources(tab.page.url)
             selectors.update(specific.hide_selectors)
             if not specific.generichide:  # type: ignore[attr-defined]  # present, missing from the stubs
                 selectors.update(engine.hidden_class_id_selectors(classes, ids, set(specific.exceptions)))
         if selectors:
             # One rule per selector: a selector Chromium does not understand must not void the others.
             css = "\n".join(f"{selector} {{ display: none !important; }}" for selector in sorted(selectors))
-            await add_style_sheet(page, css)
+            await add_style_sheet(tab, css)

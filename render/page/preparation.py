@@ -12,6 +12,7 @@ import time
 from playwright.async_api import ElementHandle, Page, Request
 from playwright.async_api import Error as PlaywrightError
 
+from render.browser.tabs import Tab
 from render.contract.errors import (
     CaptureTimeout,
     ErrorDetail,
@@ -121,16 +122,16 @@ async def wait_for_selectors(page: Page, options: TakeOptions, deadline: float) 
         await asyncio.sleep(0.05)
 
 
-async def hide_and_style(page: Page, options: TakeOptions) -> None:
+async def hide_and_style(tab: Tab, options: TakeOptions) -> None:
     """`hide_selectors` (display: none) and `styles`, as one style sheet."""
     rules = []
     for index, selector in enumerate(options.hide_selectors):
-        await check_selector(page, f"hide_selectors.{index}", selector)
+        await check_selector(tab.page, f"hide_selectors.{index}", selector)
         rules.append(f"{selector} {{ display: none !important; }}")
     if options.styles:
         rules.append(options.styles)
     if rules:
-        await add_style_sheet(page, "\n".join(rules))
+        await add_style_sheet(tab, "\n".join(rules))
 
 
 async def run_scripts(page: Page, options: TakeOptions, deadline: float) -> None:
@@ -205,9 +206,9 @@ def prepares(options: TakeOptions) -> bool:
                 or options.click or options.hover)
 
 
-async def prepare(page: Page, options: TakeOptions, deadline: float) -> None:
+async def prepare(tab: Tab, options: TakeOptions, deadline: float) -> None:
     """Every preparation step, in the order a person would: wait, style, script, click, hover."""
-    await wait_for_selectors(page, options, deadline)
-    await hide_and_style(page, options)
-    await run_scripts(page, options, deadline)
-    await interact(page, options, deadline)
+    await wait_for_selectors(tab.page, options, deadline)
+    await hide_and_style(tab, options)
+    await run_scripts(tab.page, options, deadline)
+    await interact(tab.page, options, deadline)

@@ -6,8 +6,6 @@ pipeline meets it three times: before the page loads, once it has loaded, and af
 
 from __future__ import annotations
 
-from playwright.async_api import Page
-
 from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
 from render.page.annoyances import Annoyances
@@ -33,13 +31,13 @@ class Shield:
             await self.blocker.attach(tab.page)
         await self.annoyances.install(tab)
 
-    async def after_load(self, page: Page, deadline: float) -> None:
+    async def after_load(self, tab: Tab, deadline: float) -> None:
         """Ad elements hidden, banners refused or hidden: before preparing, as overlays would be in the way of
         clicks."""
         if self.blocker is not None:
-            await self.blocker.hide_ad_elements(page)
-        await self.annoyances.clear(page, deadline)
+            await self.blocker.hide_ad_elements(tab)
+        await self.annoyances.clear(tab, deadline)
 
-    async def after_preparation(self, page: Page, deadline: float) -> None:
+    async def after_preparation(self, tab: Tab, deadline: float) -> None:
         """What appeared while the page waited or was prepared (a banner shown late, after a click)."""
-        await self.annoyances.clear(page, deadline)
+        await self.annoyances.clear(tab, deadline)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from playwright.async_api import Page
+from render.browser.tabs import Tab
 
 _ADOPT = """(css) => {
   const sheet = new CSSStyleSheet();
@@ -18,12 +18,12 @@ _ADOPT = """(css) => {
 }"""
 
 
-async def add_style_sheet(page: Page, css: str) -> None:
+async def add_style_sheet(tab: Tab, css: str) -> None:
     """Add `css` to the loaded page."""
     if "@import" in css:
-        await page.add_style_tag(content=css)
+        await tab.page.add_style_tag(content=css)
     else:
-        await page.evaluate(_ADOPT, css)
+        await tab.run(_ADOPT, css)
 
 
 def style_sheet_init_script(css: str) -> str:
