@@ -141,6 +141,24 @@ document.write('<div hidden>&lt;script&gt;var hiddenTracker = 1;&lt;/script&gt;<
 </script></body></html>"""
 
 
+# Each generic family of CSS, in scripts a font may lack (then fontconfig's fallback shows too).
+GENERIC_FAMILIES = ["serif", "sans-serif", "monospace", "monospace, monospace", "cursive", "fantasy", "system-ui",
+                    "emoji"]
+SAMPLES = {"en": "The quick brown fox 0O1lI {}", "ru": "Съешь же ещё этих булок", "el": "Γαζέες καὶ μυρτιὲς",
+           "ar": "نص عربي قصير", "hi": "हिंदी का पाठ", "ja": "日本語の文章", "ko": "한국어 문장"}
+GENERIC_FONTS = ("<!DOCTYPE html><html><head><title>generic families</title></head><body>"
+                 + "".join(f"<p lang='{lang}' style='font-family:{family}'>{text.format(family)} 🦊</p>"
+                           for family in GENERIC_FAMILIES for lang, text in SAMPLES.items())
+                 + "<pre>def monospace(x):\n    return x  # pre</pre></body></html>")
+# 17,085.5 CSS pixels of blocks, then twenty monospace lines (whose face sets their height).
+FRACTIONAL_HEIGHT = ("<!DOCTYPE html><html><body style='margin:0'>"
+                     + "".join(f"<div style='height:1000.25px;background:hsl({n * 20},50%,60%)'></div>"
+                               for n in range(17))
+                     + "<pre style='margin:0;height:81.25px;overflow:hidden'>code\ncode</pre>"
+                     + "<p style='font-family:monospace, monospace;margin:0'>" + "line<br>" * 20 + "</p>"
+                     + "</body></html>")
+
+
 def real_page(name: str) -> bytes:
     return gzip.decompress((REAL_PAGES_DIR / f"{name}.html.gz").read_bytes())
 
@@ -151,6 +169,8 @@ def routes() -> dict[str, Any]:
         "/fidelity/tile.svg": lambda q: (200, "image/svg+xml", TILE),
         "/fidelity/table-layout.html": lambda q: (200, "text/html; charset=utf-8", TABLE_LAYOUT.encode()),
         "/fidelity/hidden-text.html": lambda q: (200, "text/html; charset=utf-8", HIDDEN_TEXT.encode()),
+        "/fidelity/generic-fonts.html": lambda q: (200, "text/html; charset=utf-8", GENERIC_FONTS.encode()),
+        "/fidelity/fractional-height.html": lambda q: (200, "text/html; charset=utf-8", FRACTIONAL_HEIGHT.encode()),
         "/fidelity/signals.html": lambda q: (200, "text/html; charset=utf-8", SIGNALS.encode(),
                                              {"Accept-CH": "Sec-CH-UA-Platform-Version, Sec-CH-UA-Model, "
                                               "Sec-CH-UA-Full-Version-List, Sec-CH-UA-Arch"}),

@@ -11,6 +11,13 @@ from playwright.async_api import Error as PlaywrightError
 from render.browser.tabs import Tab, bring_to_front
 
 CAPTURE_ATTEMPTS = 4
+# A capture beyond the viewport pushes the page's preferences to its renderer, with Blink's built-in font
+# families, whose `monospace` is "Courier New" (fontconfig: Liberation Mono) where a new page has the
+# system's monospace (fontconfig's "Monospace": DejaVu Sans Mono on Debian). The capture itself is drawn so,
+# as Playwright's own full page is; without a restore every later document of the page was too (a kept
+# page's next jobs; a saved Wikipedia article laid out 1 px taller). Setting `fixed` back restores what a new
+# page resolves, for every generic family and script (tests/integration/test_fidelity.py).
+RESTORED_FONT_FAMILIES = {"fontFamilies": {"fixed": "Monospace"}}
 
 
 async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparent: bool,
@@ -35,6 +42,8 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
     for attempt in range(CAPTURE_ATTEMPTS):
         try:
             result = await tab.cdp.send("Page.captureScreenshot", params)
+            if beyond_viewport:
+                await restore_font_families(tab)
             return base64.b64decode(result["data"])
         except PlaywrightError as error:
             # Right after load the compositor may not have produced a frame yet (seen in about one
@@ -47,3 +56,14 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
 
 async def _next_frame(tab: Tab) -> None:
     await asyncio.wait_for(tab.page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))"), 2)
+
+
+async def restore_font_families(tab: Tab) -> None:
+    """Give the page back a new page's font families after a capture beyond the viewport
+    (RESTORED_FONT_FAMILIES). Chromium takes `Page.setFontFamilies` once per DevTools session: each restore
+    goes through a session of its own (about 7 ms)."""
+    session = await tab.context.new_cdp_session(tab.page)
+    try:
+        await session.send("Page.setFontFamilies", RESTORED_FONT_FAMILIES)
+    finally:
+        await session.detach()

@@ -126,6 +126,33 @@ def test_real_pages_are_drawn_as_a_plain_browser_draws_them(client: httpx.Client
     assert differing_pixels(shot, reference) == 0
 
 
+# --- generic font families, and what a full page leaves behind ----------------------------------------
+
+
+def test_generic_families_are_drawn_as_a_plain_browser_draws_them(client: httpx.Client, org: Org, site: Site,
+                                                                  plain: PlainBrowser) -> None:
+    """serif, sans-serif, monospace, cursive, fantasy, system-ui and emoji in seven scripts, against a plain
+    Playwright capture: on the organisation's first page, in a full page, and on its kept page after that full
+    page (a capture beyond the viewport reset the page's font families: code was drawn in Liberation Mono
+    where a new page draws DejaVu Sans Mono, 7% of an IETF draft's viewport)."""
+    url = site.url("/fidelity/generic-fonts.html")
+    viewport, full = plain.capture(url), plain.capture(url, full_page=True)
+    assert differing_pixels(take(client, org, url=url), viewport) == 0
+    for _ in range(3):  # each worker's kept page, whichever takes the jobs
+        assert differing_pixels(take(client, org, url=url, full_page="true"), full) == 0
+        assert differing_pixels(take(client, org, url=url), viewport) == 0
+
+
+def test_a_full_page_is_as_high_run_after_run(client: httpx.Client, org: Org, site: Site,
+                                              plain: PlainBrowser) -> None:
+    """A page of fractional height (17,085.5 px of blocks, then twenty monospace lines): five full pages on
+    the organisation's kept pages are as high as one another and as Playwright's (a saved Wikipedia article
+    came out 17,085 then 17,086 px: the face of its monospace lines changed after the first full page)."""
+    url = site.url("/fidelity/fractional-height.html")
+    heights = {take(client, org, url=url, full_page="true").height for _ in range(5)}
+    assert heights == {plain.capture(url, full_page=True).height}, heights
+
+
 # --- presets whose every signal agrees ------------------------------------------------------------------
 
 
