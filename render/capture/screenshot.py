@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
 from render.browser.tabs import Tab, bring_to_front
 
+log = logging.getLogger(__name__)
 CAPTURE_ATTEMPTS = 4
 # A capture beyond the viewport pushes the page's preferences to its renderer, with Blink's built-in font
 # families, whose `monospace` is "Courier New" (fontconfig: Liberation Mono) where a new page has the
@@ -39,31 +41,37 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
         params["quality"] = quality
     if clip is not None:
         params["clip"] = clip
+    data = await _captured(tab, params)
+    if beyond_viewport:
+        await restore_font_families(tab)
+    return data
+
+
+async def _captured(tab: Tab, params: dict[str, Any]) -> bytes:
     for attempt in range(CAPTURE_ATTEMPTS):
         try:
             result = await tab.cdp.send("Page.captureScreenshot", params)
-            if beyond_viewport:
-                await restore_font_families(tab)
             return base64.b64decode(result["data"])
         except PlaywrightError as error:
             # Right after load the compositor may not have produced a frame yet (seen in about one
             # capture in ten); waiting for the next frame is far cheaper than always waiting for one.
             if "Unable to capture screenshot" not in error.message or attempt == CAPTURE_ATTEMPTS - 1:
                 raise
-            await _next_frame(tab)
+            await asyncio.wait_for(tab.run("() => new Promise(r => requestAnimationFrame(() => r()))"), 2)
     raise AssertionError("unreachable")
-
-
-async def _next_frame(tab: Tab) -> None:
-    await asyncio.wait_for(tab.page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))"), 2)
 
 
 async def restore_font_families(tab: Tab) -> None:
     """Give the page back a new page's font families after a capture beyond the viewport
     (RESTORED_FONT_FAMILIES). Chromium takes `Page.setFontFamilies` once per DevTools session: each restore
-    goes through a session of its own (about 7 ms)."""
-    session = await tab.context.new_cdp_session(tab.page)
+    goes through a session of its own (about 7 ms). When that fails the capture stands; the page is then not
+    kept for another job as it is."""
     try:
-        await session.send("Page.setFontFamilies", RESTORED_FONT_FAMILIES)
-    finally:
-        await session.detach()
+        session = await tab.context.new_cdp_session(tab.page)
+        try:
+            await session.send("Page.setFontFamilies", RESTORED_FONT_FAMILIES)
+        finally:
+            await session.detach()
+    except PlaywrightError:
+        log.warning("could not restore the page's font families after a full page; replacing it", exc_info=True)
+        tab.dirty = True

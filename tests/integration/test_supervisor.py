@@ -242,3 +242,28 @@ def test_a_job_tab_is_brought_to_the_front_once_and_again_after_a_page_opened_in
             await supervisor.close()
 
     assert asyncio.run(asyncio.wait_for(main(), 60)) == [1, 1, 2, 2, 3]
+
+
+def test_a_page_function_runs_over_cdp_as_page_evaluate_runs_it() -> None:
+    """render.browser.tabs.Tab.run: JSON in and out, promises awaited, what JSON cannot hold as Python has it,
+    an argument that looks like code stays data, and a throw is Playwright's Error with the page's message."""
+    async def main() -> None:
+        supervisor = TabPool(RenderSettings())
+        try:
+            tab = await supervisor.acquire()
+            await tab.page.set_content(HTML)
+            tricky = {"a": "\")); throw 1; ((\"", "b": [1, 2.5, None, True], "c": "\u2028ünï</script>"}
+            assert await tab.run("(x) => x", tricky) == tricky
+            assert await tab.run("async ([a, b]) => { await new Promise(r => setTimeout(r, 10)); return a + b; }",
+                                 [2, 3]) == 5
+            assert await tab.run("() => undefined") is None
+            assert await tab.run("() => -Infinity") == float("-inf")
+            assert await tab.run("() => 2n ** 70n") == 2 ** 70
+            assert await tab.run("() => document.body.style.background") == "rgb(0, 255, 0)"
+            with pytest.raises(PlaywrightError, match="no such thing"):
+                await tab.run("() => { throw new Error('no such thing'); }")
+            supervisor.release_soon(tab)
+        finally:
+            await supervisor.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
