@@ -64,6 +64,15 @@ ENTRIES: dict[str, Entry] = {
                                               "Nothing to fix here: the condition you set was met."),
     "matched_failed_request": Entry("A request matching fail_if_request_failed failed.",
                                     "Nothing to fix here: the condition you set was met."),
+    "console_errors": Entry("With fail_on_console_errors: the page called console.error or threw an exception "
+                            "it did not catch; the message names the first.",
+                            "Fix the page's script, or leave fail_on_console_errors out (metadata_console lists "
+                            "the messages without failing)."),
+    "resource_failed": Entry("With fail_on_resource_status or fail_on_resource_load_failure: a subresource of "
+                             "the page (an image, a script, a style sheet, a frame, a fetch) answered one of the "
+                             "given statuses or did not load; the message names the first.",
+                             "Nothing to fix here if you meant to catch it: the condition you set was met. "
+                             "Requests the page cancels and the ones your blocking options refuse do not count."),
     "script_triggers_redirect": Entry("`scripts` navigated the page away.",
                                       "Set scripts_wait_until to the event the navigation ends with."),
     "storage_access_denied": Entry("The result could not be written to storage (the service's, or the "

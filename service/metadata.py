@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from render.contract.options import TakeOptions
+from render.contract.timings import server_timing
 from render.contract.wire import JobResult
 
 
@@ -51,6 +52,16 @@ def present(options: TakeOptions, result: JobResult, content: tuple[str, float] 
             headers["x-service-icon"] = compact_json(found["icon"])
     if "fonts" in found:
         metadata["fonts"] = found["fonts"]
+    if options.metadata_console and "console" in found:
+        metadata["console"] = found["console"]
+        headers["x-service-console-errors"] = str(found["console"]["errors"])
+    timings = result.timings
+    if options.metadata_timings and timings:
+        metadata["timings"] = timings
+    if timings:
+        headers["server-timing"] = server_timing(timings)
+        if timings.get("timed_out"):
+            headers["x-service-wait-timed-out"] = ",".join(timings["timed_out"])
     if metadata:
         body["metadata"] = metadata
     if content is not None:

@@ -191,7 +191,34 @@ body { margin: 0; font-family: sans-serif; }
 <script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', '<p id="late">late</p>'), 300);</script>
 </body></html>"""
 
+# What the page's console sees (metadata_console, fail_on_console_errors): three messages of its own, an
+# image that answers 404 (Chromium's own console entry), and an exception nobody catches.
+CONSOLE_PAGE = """<!DOCTYPE html><html><body><p>console</p>
+<img src="/status?code=404" alt="">
+<script>
+console.log('hello', 42);
+console.warn('careful');
+console.error('broken widget');
+setTimeout(() => { throw new TypeError('late failure'); }, 0);
+</script></body></html>"""
+# Red until its script declares itself ready 600 ms after load, then green (wait_for_expression).
+READY_LATE = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><script>
+window.addEventListener('load', () => setTimeout(() => {
+  document.body.style.background = '#00ff00'; window.app = {ready: true};
+}, 600));
+</script></body></html>"""
+
+
+def _images(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+    """A page showing an image for each `src` (resource failures)."""
+    images = "".join(f'<img src="{source}" alt="">' for source in query.get("src", []))
+    return _html(f"<!DOCTYPE html><html><body><p>images</p>{images}</body></html>")
+
+
 ROUTES: dict[str, Handler] = {
+    "/evidence/console.html": lambda q: _html(CONSOLE_PAGE),
+    "/evidence/ready-late.html": lambda q: _html(READY_LATE),
+    "/evidence/images.html": _images,
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),

@@ -25,6 +25,7 @@ from render.contract.errors import (
 from render.contract.formats import FORMATS, IMAGE_FORMATS
 from render.contract.options import TakeOptions
 from render.contract.request_params import country_proxy
+from render.contract.timings import Stopwatch
 from render.net.egress import EgressProxy
 from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
 from render.net.traffic import REFUSED_HEADER, Upstream
@@ -38,6 +39,7 @@ from render.page.failure_rules import FailedRequestWatch, check_content, check_g
 from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
 from render.page.shield import Shield
+from render.page.watch import PageWatch, watch
 from render.settings import RenderSettings
 
 # Chromium encodes these itself; the others go through pyvips.
@@ -65,6 +67,7 @@ class Output:
     metadata: dict[str, Any] = field(default_factory=dict)  # the JSON body's fields (render.output.metadata)
     content: tuple[bytes, str, str] | None = None  # metadata_content: body, extension, content type
     slices: list[imaging.Slice] = field(default_factory=list)  # full_page_slices, cut from the final image
+    timings: Stopwatch = field(default_factory=Stopwatch)  # where the capture's time went
 
 
 @dataclass
@@ -89,6 +92,8 @@ class LoadedPage:
 
     response: Response | None
     watermark: bytes | None
+    clock: Stopwatch
+    watch: PageWatch | None = None
 
 
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -113,6 +118,40 @@ async def capture_variants(variants: list[TakeOptions], tab: Tab, env: Environme
 
 async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> LoadedPage:
     """Everything before the output: policy checks, emulation, loading, blocking, preparation, checks."""
+    clock = Stopwatch()
+    shield = Shield(options, env.lists, env.consent_rules)
+    if shield.changes_page or options.fail_if_request_failed or options.click or options.hover:
+        tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
+    with clock.stage("preparation"):
+        options, picture = await _before_load(options, tab, env)
+        await shield.before_load(tab)
+    failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
+    egress = env.egress
+    page_watch = watch(tab, options, time.monotonic(), lambda host: next(
+        (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
+    response = await _load(tab, options, env, deadline, clock)
+    with clock.stage("preparation"):
+        await shield.after_load(tab, deadline)
+    await prepare(tab, options, deadline, clock)
+    if options.delay:
+        with clock.stage("waits"):
+            await asyncio.sleep(options.delay)
+        clock.fired = clock.fired if clock.timed_out else "delay"
+    with clock.stage("preparation"):
+        if options.delay or prepares(options):
+            await shield.after_preparation(tab, deadline)
+        if options.reduce_motion:
+            await motion.reduce(tab.page)
+        await check_content(tab.page, options)
+        failed_requests.check(options)
+        if page_watch is not None:
+            page_watch.check(options)
+    return LoadedPage(response, picture, clock, page_watch)
+
+
+async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tuple[TakeOptions, bytes | None]:
+    """The checks, the egress and the emulation of a job, before its page loads: the options as the page is
+    loaded with (credentials out of the URL) and the watermark's picture."""
     check_gpu(options)
     options = request_context.without_url_credentials(options)
     if env.egress is not None:
@@ -126,48 +165,44 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     await emulate(tab, options.viewport, env.chrome_version)
     await emulate_page(tab, options)
     await request_context.apply(tab, options)
-    shield = Shield(options, env.lists, env.consent_rules)
-    if shield.changes_page or options.fail_if_request_failed or options.click or options.hover:
-        tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
-    await shield.before_load(tab)
-    failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
-    response = await _load(tab, options, env, deadline)
-    await shield.after_load(tab, deadline)
-    await prepare(tab, options, deadline)
-    if options.delay:
-        await asyncio.sleep(options.delay)
-    if options.delay or prepares(options):
-        await shield.after_preparation(tab, deadline)
-    if options.reduce_motion:
-        await motion.reduce(tab.page)
-    await check_content(tab.page, options)
-    failed_requests.check(options)
-    return LoadedPage(response, picture)
+    return options, picture
 
 
 async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: float, loaded: LoadedPage) -> Output:
     """The output `options` ask of a loaded page, with its metadata."""
     settings = env.settings
+    clock = loaded.clock.copy()  # each output of the page goes on from its loading
     if options.format in IMAGE_FORMATS:
-        output = await _image(options, tab, settings, deadline, loaded.watermark)
-    elif options.format == "pdf":
-        output = Output(await _pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
-    elif options.format == "html":
-        output = Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
+        output = await _image(options, tab, settings, deadline, loaded.watermark, clock)
     else:
-        markdown = html_to_markdown(await metadata.readable_html(tab, options))
-        output = Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
-    if metadata.wanted(options):
-        output.metadata = await metadata.collect(tab, options, loaded.response)
-    if options.metadata_content:
-        output.content = await metadata.content(tab, options)
+        with clock.stage("capture"):
+            output = await _document(options, tab)
+    if metadata.wanted(options) or options.metadata_content or options.metadata_console:
+        with clock.stage("metadata"):
+            if metadata.wanted(options):
+                output.metadata = await metadata.collect(tab, options, loaded.response)
+            if options.metadata_content:
+                output.content = await metadata.content(tab, options)
+            if options.metadata_console and loaded.watch is not None:
+                output.metadata["console"] = loaded.watch.report()
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
             "(setting SCREENSHOT_MAX_RESULT_BYTES).")
     if env.egress is not None:
         output.blocked_requests = sum(1 for refusal in env.egress.refusals if refusal.kind == "policy")
+    output.timings = clock
     return output
+
+
+async def _document(options: TakeOptions, tab: Tab) -> Output:
+    """A PDF, the page's HTML or its Markdown."""
+    if options.format == "pdf":
+        return Output(await _pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
+    if options.format == "html":
+        return Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
+    markdown = html_to_markdown(await metadata.readable_html(tab, options))
+    return Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
 
 
 async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
@@ -189,12 +224,13 @@ async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | N
     return None
 
 
-async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float) -> Response | None:
+async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float, clock: Stopwatch
+                ) -> Response | None:
     """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
     does not resolve) is reported as such, not as the host's error or a generic network failure."""
     try:
         egress = env.egress
-        response = await load_source(tab.page, options, deadline, check_status=False, refused_hosts=(
+        response = await load_source(tab.page, options, deadline, clock, check_status=False, refused_hosts=(
             (lambda: {refusal.host for refusal in egress.refusals}) if egress is not None else frozenset))
     except NetworkError:
         # An https navigation the egress refused fails its tunnel: the refusal says why.
@@ -239,7 +275,7 @@ def check_planned_size(options: TakeOptions, width: int, height: int, settings: 
 
 
 async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadline: float,
-                 picture: bytes | None) -> Output:
+                 picture: bytes | None, clock: Stopwatch) -> Output:
     fmt = options.format
     palette = fmt == "png" and "image_quality" in options.model_fields_set
     encode_options = imaging.EncodeOptions(fmt, options.image_quality, palette=palette)
@@ -253,25 +289,28 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
         native = FORMATS[fmt].chromium
         as_captured = (native is not None and not palette and not marks and not options.blur
                        and options.image_width is None and options.image_height is None)
-        sections, width, height = await fullpage.capture_sections(
-            tab, options, options.viewport, settings.max_image_pixels, deadline,
-            final_format=native if as_captured else None, fast_final=fast_final)
+        with clock.stage("capture"):
+            sections, width, height = await fullpage.capture_sections(
+                tab, options, options.viewport, settings.max_image_pixels, deadline,
+                final_format=native if as_captured else None, fast_final=fast_final)
         check_planned_size(options, width, height, settings)
         if as_captured and len(sections) == 1:  # encoded once, by Chromium, like a viewport capture
             body = sections[0].image
             output = Output(body, fmt, FORMATS[fmt].media_type, *imaging.image_size(body))
             if slicing is not None:  # Chromium's encoding is the only form of this image: read once
                 slicing.check(output.height or 0)
-                output.slices = await asyncio.to_thread(
-                    imaging.cut_slices, imaging.decode_whole(body), slicing, encode_options)
+                with clock.stage("encode"):
+                    output.slices = await asyncio.to_thread(
+                        imaging.cut_slices, imaging.decode_whole(body), slicing, encode_options)
             return output
         target = imaging.fit_size(width, height, options.image_width, options.image_height)
         if slicing is not None:
             slicing.check(target[1])  # before the page is stitched or anything encoded
         parts = [(s.image, s.skip_rows, s.rows) for s in sections]
         blurs = await _blurs(tab, options, (0.0, 0.0), scale)
-        return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
-                             encode_options, deadline, slicing)
+        with clock.stage("encode"):
+            return await _encode(lambda: imaging.stitch(parts), [*blurs, imaging.resize(*target), *marks],
+                                 encode_options, deadline, slicing)
     await scroll_into_view(tab.page, options)
     region = await region_for(tab.page, options)
     if region is not None:
@@ -288,13 +327,16 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
     blurs = await _blurs(tab, options, origin, scale)
     native = FORMATS[fmt].chromium
     if native is not None and target == (width, height) and not palette and not (blurs or marks):
-        body = await _shot(tab, region, native, options, fast=fast_final)
+        with clock.stage("capture"):
+            body = await _shot(tab, region, native, options, fast=fast_final)
         actual_w, actual_h = imaging.image_size(body)
         return Output(body, fmt, FORMATS[fmt].media_type, actual_w, actual_h)
     # pyvips re-encodes anyway, so Chromium's PNG only needs to be fast, not small.
-    raw = await _shot(tab, region, "png", options, fast=True)
-    return await _encode(lambda: imaging.decode(raw), [*blurs, imaging.resize(*target), *marks], encode_options,
-                         deadline)
+    with clock.stage("capture"):
+        raw = await _shot(tab, region, "png", options, fast=True)
+    with clock.stage("encode"):
+        return await _encode(lambda: imaging.decode(raw), [*blurs, imaging.resize(*target), *marks],
+                             encode_options, deadline)
 
 
 async def _blurs(tab: Tab, options: TakeOptions, origin: tuple[float, float], scale: float) -> list[imaging.Step]:

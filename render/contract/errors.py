@@ -171,6 +171,20 @@ class MatchedFailedRequest(ServiceError):
     status = 500
 
 
+class ConsoleErrors(ServiceError):
+    """fail_on_console_errors: the page logged an error or threw one it did not catch."""
+
+    code = "console_errors"
+    status = 500
+
+
+class ResourceFailed(ServiceError):
+    """fail_on_resource_status / fail_on_resource_load_failure: a subresource of the page failed."""
+
+    code = "resource_failed"
+    status = 500
+
+
 class ScriptTriggersRedirect(ServiceError):
     code = "script_triggers_redirect"
     status = 400

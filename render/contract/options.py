@@ -31,6 +31,7 @@ from render.contract.values import (
     OptionalBool,
     PaperFormat,
     ProxyUrl,
+    ResourceStatuses,
     ResourceType,
     ResponseType,
     Selectors,
@@ -193,6 +194,14 @@ class TakeOptions(BaseModel):
     timeout: int = param(60, "Wait", "Seconds for the whole capture: at most 90, or 300 with async.",
                          ge=1, le=ASYNC_TIMEOUT_MAX)
     navigation_timeout: int = param(30, "Wait", "Seconds for the page to load, at most 30.", ge=1, le=30)
+    wait_for_expression: str | None = param(None, "Wait", "A JavaScript expression (or function) evaluated in "
+                                            "the page every 50 ms until it is truthy, within "
+                                            "navigation_timeout; one that throws fails the capture (write "
+                                            "`window.app && app.ready`).", max_length=10000)
+    best_attempt: Bool = param(False, "Wait", "When a wait runs out (wait_until's events, wait_for_selector, "
+                               "wait_for_expression), capture the page as it is and say so "
+                               "(x-service-wait-timed-out, metadata.timings) instead of failing with "
+                               "timeout_error.")
 
     # Request to the target
     user_agent: HeaderValue | None = param(None, "Request", "User-Agent header; a viewport_device overrides it.")
@@ -290,6 +299,12 @@ class TakeOptions(BaseModel):
                                                                  "Format of metadata_content.")
     metadata_http_response_status_code: Bool = param(False, "Metadata", "Main document's status code.")
     metadata_http_response_headers: Bool = param(False, "Metadata", "Main document's headers.")
+    metadata_console: Bool = param(False, "Metadata", "The page's console messages and uncaught exceptions "
+                                   "(type, text, source location, time): metadata.console; the number of errors "
+                                   "in x-service-console-errors.")
+    metadata_timings: Bool = param(False, "Metadata", "How long each stage took and what the capture waited for "
+                                   "(load, network idle, selector, expression, delay, best attempt): "
+                                   "metadata.timings. The Server-Timing header has them on every capture.")
 
     # Error control
     ignore_host_errors: Bool = param(False, "Errors", "Capture even when the target answers non-2xx.")
@@ -297,6 +312,15 @@ class TakeOptions(BaseModel):
     fail_if_content_missing: StrList = param([], "Errors", "Fail if the body contains none of these.")
     fail_if_request_failed: str | None = param(None, "Errors", "Fail if a request matching this URL "
                                                "pattern fails.")
+    fail_on_console_errors: Bool = param(False, "Errors", "Fail (console_errors) when the page calls "
+                                         "console.error or throws an exception it does not catch.")
+    fail_on_resource_status: ResourceStatuses = param(
+        [], "Errors", "Fail (resource_failed) when a subresource (image, script, style sheet, frame, fetch) "
+        "answers one of these statuses or classes: `404`, `5xx`.")
+    fail_on_resource_load_failure: Bool = param(False, "Errors", "Fail (resource_failed) when a subresource "
+                                                "does not load at all (connection, DNS, TLS, the network "
+                                                "policy); requests the page cancels or blocking refuses do not "
+                                                "count.")
     request_gpu_rendering: Bool = param(False, "Errors", "Render on a GPU where a worker has one; this build's "
                                         "workers render in software, which is what the capture falls back to "
                                         "(x-service-gpu-rendering: software) unless fail_if_gpu_rendering_fails.")

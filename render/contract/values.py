@@ -172,6 +172,24 @@ def _storage_key(value: str) -> str:
     return value
 
 
+def _resource_statuses(value: Any) -> list[str]:
+    """HTTP statuses (404) and classes ("5xx") as "404" and "5xx"; a comma-separated string is a list too."""
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError('must be a list of HTTP statuses (404) or classes ("4xx", "5xx")')
+    statuses: list[str] = []
+    items = [part for item in value for part in (item.split(",") if isinstance(item, str) else [item])]
+    for item in items:
+        text = str(item).strip().lower() if not isinstance(item, bool) else ""
+        if not re.fullmatch(r"[1-5](xx|[0-9][0-9])", text):
+            raise ValueError(f'{str(item)[:32]!r} is not an HTTP status (100-599) or class ("1xx" to "5xx")')
+        statuses.append(text)
+    if len(statuses) > 100:
+        raise ValueError("at most 100 statuses")
+    return statuses
+
+
 def _store_endpoint(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
@@ -195,6 +213,7 @@ TimeZone = Annotated[str, AfterValidator(_time_zone)]
 CssLength = Annotated[str, AfterValidator(_css_length)]
 StorageKey = Annotated[str, AfterValidator(_storage_key)]  # a relative object key, placeholders allowed
 StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
+ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]
 
 ResponseType = Literal["by_format", "json", "empty"]
 WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]

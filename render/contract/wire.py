@@ -103,6 +103,7 @@ class JobResult:
     stored_copy: StoredCopy | None = None
     slices: list[StoredSlice] = field(default_factory=list)
     slices_manifest: str | None = None  # the stored manifest of `slices`
+    timings: dict[str, Any] = field(default_factory=dict)  # render.contract.timings.Stopwatch.report()
     settled: bool = False  # the worker settled the job's quota slot itself (render.queue.ledger)
     started_at: float = 0.0  # UNIX seconds when a worker picked the job up
     finished_at: float = 0.0  # UNIX seconds when the result was ready

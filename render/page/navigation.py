@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
@@ -22,9 +22,13 @@ from render.contract.errors import (
     ServiceError,
 )
 from render.contract.options import TakeOptions
+from render.contract.timings import Stopwatch
 from render.page.markdown import markdown_to_html
 
 NETWORK_QUIET_SECONDS = 0.5
+# best_attempt: waits give up this long before the job's deadline (at most a quarter of its timeout), so the
+# page they stop waiting for can still be captured.
+BEST_ATTEMPT_RESERVE_SECONDS = 5.0
 REFUSAL_CHECK_SECONDS = 0.1
 _NET_ERROR = re.compile(r"net::(ERR_[A-Z_]+)")
 
@@ -118,26 +122,44 @@ def translate_error(error: PlaywrightError, what: str, options: TakeOptions) -> 
     return NetworkError(f"Could not load {what}: {error.message.splitlines()[0]}")
 
 
-async def load_source(page: Page, options: TakeOptions, deadline: float, *, check_status: bool = True,
-                      refused_hosts: Callable[[], Collection[str]] = frozenset) -> Response | None:
+async def load_source(page: Page, options: TakeOptions, deadline: float, clock: Stopwatch, *,
+                      check_status: bool = True, refused_hosts: Callable[[], Collection[str]] = frozenset
+                      ) -> Response | None:
     """Navigate to the url (or set the html/markdown) and wait for every `wait_until` event; with
     `check_status`, a non-2xx answer is `host_returned_error` (unless `ignore_host_errors`).
-    `refused_hosts`: the hosts the egress proxy refused so far (their requests are over)."""
-    nav_deadline = min(deadline, time.monotonic() + options.navigation_timeout)
+    `refused_hosts`: the hosts the egress proxy refused so far (their requests are over). With `best_attempt`
+    a page that started to show goes on when its events do not come in time (`clock.ran_out`)."""
+    nav_deadline = wait_deadline(options, deadline)
     idle = [event for event in options.wait_until if event in ("networkidle0", "networkidle2")]
     tracker = InflightTracker(page, refused_hosts) if idle else None
     first = _first_event(options.wait_until)
     what = options.url or "the page"
     response: Response | None = None
+    # best_attempt: committed first, so a page whose load event never comes is still there, with its response.
+    navigate_until = "commit" if options.best_attempt else first
     try:
-        timeout_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
-        if options.url is not None:
-            response = await page.goto(options.url, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
-        else:
-            content = options.html if options.html is not None else markdown_to_html(options.markdown or "")
-            await page.set_content(content, wait_until=first, timeout=timeout_ms)  # type: ignore[arg-type]
+        with clock.stage("navigation"):
+            timeout_ms = max(1.0, (nav_deadline - time.monotonic()) * 1000)
+            if options.url is not None:
+                response = await page.goto(options.url, wait_until=navigate_until, timeout=timeout_ms)  # type: ignore[arg-type]
+            else:
+                content = options.html if options.html is not None else markdown_to_html(options.markdown or "")
+                await page.set_content(content, wait_until=navigate_until, timeout=timeout_ms)  # type: ignore[arg-type]
+            if navigate_until != first:
+                await _best_attempt_at(page.wait_for_load_state(
+                    first, timeout=max(1.0, (nav_deadline - time.monotonic()) * 1000)), clock)  # type: ignore[arg-type]
+        if not clock.timed_out:
+            clock.fired = first if first != "commit" else "network_idle"
         if tracker is not None:
-            await tracker.wait_idle(0 if "networkidle0" in idle else 2, max(0.001, nav_deadline - time.monotonic()))
+            with clock.stage("waits"):
+                idle_wait = tracker.wait_idle(0 if "networkidle0" in idle else 2,
+                                              max(0.001, nav_deadline - time.monotonic()))
+                if options.best_attempt:
+                    await _best_attempt_at(idle_wait, clock)
+                else:
+                    await idle_wait
+            if not clock.timed_out:
+                clock.fired = "network_idle"
     except PlaywrightError as error:
         raise translate_error(error, what, options) from None
     except TimeoutError:
@@ -150,6 +172,23 @@ async def load_source(page: Page, options: TakeOptions, deadline: float, *, chec
     if response is not None and check_status:
         check_host_status(response, options)
     return response
+
+
+def wait_deadline(options: TakeOptions, deadline: float) -> float:
+    """When a wait that starts now gives up: after navigation_timeout, by the job's deadline, and with
+    best_attempt early enough for the capture to follow (BEST_ATTEMPT_RESERVE_SECONDS)."""
+    if options.best_attempt:
+        deadline -= min(BEST_ATTEMPT_RESERVE_SECONDS, options.timeout / 4)
+    return min(deadline, time.monotonic() + options.navigation_timeout)
+
+
+async def _best_attempt_at(wait: Awaitable[None], clock: Stopwatch) -> None:
+    """Await one of wait_until's events; when it does not come in time, note it and go on (best_attempt)."""
+    try:
+        await wait
+    except (PlaywrightTimeoutError, TimeoutError):
+        if "wait_until" not in clock.timed_out:
+            clock.ran_out("wait_until")
 
 
 def check_host_status(response: Response, options: TakeOptions) -> None:

@@ -11,6 +11,7 @@ import time
 
 from playwright.async_api import ElementHandle, Page, Request
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from render.browser.tabs import Tab
 from render.contract.errors import (
@@ -21,6 +22,8 @@ from render.contract.errors import (
     SelectorNotFound,
 )
 from render.contract.options import TakeOptions
+from render.contract.timings import Stopwatch
+from render.page.navigation import wait_deadline
 from render.page.styles import add_style_sheet
 
 SHADOW_PREFIX = "shadow/"
@@ -28,7 +31,8 @@ NAVIGATION_GRACE_SECONDS = 0.1  # a script's `location.href = ...` starts its na
 # Waits give up this much before the job's deadline, so their own message (naming what did not
 # appear) is reported rather than the job's generic timeout.
 REPORT_MARGIN_SECONDS = 0.25
-ACTION_TIMEOUT_SECONDS = 10  # an element that stays covered or disabled this long is not clickable
+ACTION_TIMEOUT_SECONDS = 10
+EXPRESSION_POLL_MS = 50  # an element that stays covered or disabled this long is not clickable
 
 # Finds the first element matching a selector, in the document and, when deep, every open shadow root.
 _QUERY = """([selector, deep, all]) => {
@@ -103,10 +107,13 @@ async def count(page: Page, selector: str) -> int:
     return int(await page.evaluate(_QUERY, [css, deep, True]))
 
 
-async def wait_for_selectors(page: Page, options: TakeOptions, deadline: float) -> None:
-    """`wait_for_selector`: any one of the comma-separated selectors, or each at least once."""
+async def wait_for_selectors(page: Page, options: TakeOptions, deadline: float, clock: Stopwatch) -> None:
+    """`wait_for_selector`: any one of the comma-separated selectors, or each at least once (with best_attempt,
+    at most navigation_timeout)."""
     if options.wait_for_selector is None:
         return
+    if options.best_attempt:
+        deadline = wait_deadline(options, deadline) + REPORT_MARGIN_SECONDS
     selectors = split_top_level_commas(options.wait_for_selector)
     for selector in selectors:
         await check_selector(page, "wait_for_selector", selector)
@@ -114,12 +121,37 @@ async def wait_for_selectors(page: Page, options: TakeOptions, deadline: float) 
     while True:
         counts = [await count(page, selector) for selector in selectors]
         if (all(counts) if need_all else any(counts)):
+            clock.fired = "selector"
             return
         if time.monotonic() > deadline - REPORT_MARGIN_SECONDS:
+            if options.best_attempt:
+                clock.ran_out("wait_for_selector")
+                return
             missing = [s for s, c in zip(selectors, counts, strict=True) if not c]
             raise CaptureTimeout(f"wait_for_selector: {', '.join(missing)} did not appear before the timeout "
                                  f"({options.timeout} s).")
         await asyncio.sleep(0.05)
+
+
+async def wait_for_expression(page: Page, options: TakeOptions, deadline: float, clock: Stopwatch) -> None:
+    """`wait_for_expression`: evaluated every EXPRESSION_POLL_MS until truthy, within navigation_timeout."""
+    if options.wait_for_expression is None:
+        return
+    until = min(wait_deadline(options, deadline), deadline - REPORT_MARGIN_SECONDS)
+    try:
+        await page.wait_for_function(options.wait_for_expression, polling=EXPRESSION_POLL_MS,
+                                     timeout=max(1.0, (until - time.monotonic()) * 1000))
+    except PlaywrightTimeoutError:
+        if options.best_attempt:
+            clock.ran_out("wait_for_expression")
+            return
+        raise CaptureTimeout(f"wait_for_expression did not become true within navigation_timeout "
+                             f"({options.navigation_timeout} s) or the timeout ({options.timeout} s).") from None
+    except PlaywrightError as error:
+        message = error.message.splitlines()[0].removeprefix("Page.wait_for_function: ")
+        raise RequestNotValid(f"wait_for_expression failed in the page: {message}",
+                              [ErrorDetail("wait_for_expression", message[:200])]) from None
+    clock.fired = "expression"
 
 
 async def hide_and_style(tab: Tab, options: TakeOptions) -> None:
@@ -202,13 +234,18 @@ async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
 
 def prepares(options: TakeOptions) -> bool:
     """Whether `prepare` has anything to do for `options`."""
-    return bool(options.wait_for_selector or options.hide_selectors or options.styles or options.scripts
+    return bool(options.wait_for_selector or options.wait_for_expression or options.hide_selectors
+                or options.styles or options.scripts
                 or options.click or options.hover)
 
 
-async def prepare(tab: Tab, options: TakeOptions, deadline: float) -> None:
+async def prepare(tab: Tab, options: TakeOptions, deadline: float, clock: Stopwatch) -> None:
     """Every preparation step, in the order a person would: wait, style, script, click, hover."""
-    await wait_for_selectors(tab.page, options, deadline)
-    await hide_and_style(tab, options)
-    await run_scripts(tab.page, options, deadline)
-    await interact(tab.page, options, deadline)
+    if options.wait_for_selector is not None or options.wait_for_expression is not None:
+        with clock.stage("waits"):
+            await wait_for_selectors(tab.page, options, deadline, clock)
+            await wait_for_expression(tab.page, options, deadline, clock)
+    with clock.stage("preparation"):
+        await hide_and_style(tab, options)
+        await run_scripts(tab.page, options, deadline)
+        await interact(tab.page, options, deadline)

@@ -55,18 +55,25 @@ class Finisher:
             blocked_requests=output.blocked_requests, metadata=output.metadata)
         log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
                   acquire_seconds, result.rendering_seconds)
+        clock = output.timings
+        if job.enqueued_at:  # the API's clock against this host's: near enough for the queue's share
+            clock.add("queue", max(0.0, time.time() - (time.monotonic() - started) - job.enqueued_at))
+        clock.add("context", acquire_seconds)
         if options.vision_provider_api_key is not None:
-            result.vision_completion = self._ask_vision(job, options, output)
-        if output.content is not None:
-            body, extension, content_type = output.content
-            result.content_key = self._put(
-                object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
-        if options.full_page_slices:
-            self._store_slices(job, options, output, result)
-        if options.store:
-            self._upload_to_caller(job, options, output, result)
-        if job.store_result or job.store_key:
-            self._store(job, options, result)
+            with clock.stage("metadata"):
+                result.vision_completion = self._ask_vision(job, options, output)
+        with clock.stage("store"):
+            if output.content is not None:
+                body, extension, content_type = output.content
+                result.content_key = self._put(
+                    object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
+            if options.full_page_slices:
+                self._store_slices(job, options, output, result)
+            if options.store:
+                self._upload_to_caller(job, options, output, result)
+            if job.store_result or job.store_key:
+                self._store(job, options, result)
+        result.timings = clock.report()
         return result
 
     def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:

@@ -17,6 +17,7 @@ from animate.options import AnimateOptions, parse_animate_options
 from render.contract import request_params, sealing
 from render.contract.errors import CaptureTimeout, ErrorDetail, InternalError, ServiceError
 from render.contract.options import TakeOptions, parse_take_options
+from render.contract.timings import CACHE_HIT
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
 from render.net.policy import check_url
 from render.queue import deliveries
@@ -178,6 +179,7 @@ async def cached_result(context: AppContext, options: TakeOptions, digest: str) 
     except StorageError:
         return None
     result.rendering_seconds = 0.0  # nothing was rendered for this answer
+    result.timings = dict(CACHE_HIT)
     return result, reference
 
 

@@ -17,8 +17,9 @@ from render.browser.pool import TabPool
 from render.browser.tabs import open_page, open_tab
 from render.browser.trust import TrustStoreError
 from render.capture.pipeline import Environment, capture
-from render.contract.options import parse_take_options
+from render.contract.options import TakeOptions, parse_take_options
 from render.net.policy import NetworkPolicy
+from render.page.watch import watch
 from render.settings import RenderSettings
 from tests.conftest import Org
 from tests.servers import process_tree
@@ -263,6 +264,34 @@ def test_a_page_function_runs_over_cdp_as_page_evaluate_runs_it() -> None:
             with pytest.raises(PlaywrightError, match="no such thing"):
                 await tab.run("() => { throw new Error('no such thing'); }")
             supervisor.release_soon(tab)
+        finally:
+            await supervisor.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_page_watch_stops_listening_when_its_job_is_over(site: Site) -> None:
+    """render.page.watch: a job's console, error and network listeners are gone from the kept page when its tab
+    is released: what the organisation's next job does on that page reaches no earlier job's watch."""
+    async def main() -> None:
+        supervisor = TabPool(RenderSettings())
+        try:
+            tab = await supervisor.acquire("org")
+            options = TakeOptions(html=HTML, metadata_console=True, fail_on_resource_status=["4xx"])
+            page_watch = watch(tab, options, time.monotonic())
+            assert page_watch is not None
+            await tab.page.goto(site.url("/evidence/console.html"))
+            await tab.page.evaluate("() => new Promise(done => setTimeout(done, 200))")
+            heard = [entry.text for entry in page_watch.entries]
+            assert "broken widget" in heard and page_watch.resource_failure is not None
+            await supervisor.release(tab, owner="org")
+            kept = await supervisor.acquire("org")
+            assert kept.page is tab.page  # the same page, kept for the organisation
+            await kept.page.goto(site.url("/evidence/console.html"))
+            await kept.page.evaluate("() => new Promise(done => setTimeout(done, 200))")
+            assert [entry.text for entry in page_watch.entries] == heard
+            assert watch(kept, TakeOptions(html=HTML), 0.0) is None  # nothing asked, nothing listens
+            supervisor.release_soon(kept)
         finally:
             await supervisor.close()
 

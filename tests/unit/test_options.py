@@ -146,3 +146,20 @@ def test_the_recording_navigation_url_is_checked_the_same_way() -> None:
         parse_animate_options({"url": "https://example.com/", "scenario": "scroll",
                                "scroll_try_navigate": True, "scroll_navigate_to_url": CONFUSING})
     assert [detail.field for detail in refused.value.details] == ["scroll_navigate_to_url"]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("5xx", ["5xx"]), ("5XX", ["5xx"]), (404, ["404"]), (["5xx", 404], ["5xx", "404"]),
+    ("404, 410", ["404", "410"]), (["404,5xx"], ["404", "5xx"]), ([], []),
+], ids=repr)
+def test_resource_statuses_are_codes_and_classes(raw: Any, expected: list[str]) -> None:
+    assert parse_take_options({"url": URL, "fail_on_resource_status": raw}).fail_on_resource_status == expected
+
+
+@pytest.mark.parametrize("raw", ["6xx", "0xx", "99", "600", "4x", "abc", "٤٠٤", True, [None], {"a": 1}], ids=repr)
+def test_other_resource_statuses_are_refused(raw: Any) -> None:
+    assert "fail_on_resource_status" in problems({"url": URL, "fail_on_resource_status": raw})
+
+
+def test_an_expression_is_bounded() -> None:
+    assert "at most 10000" in problems({"url": URL, "wait_for_expression": "1" * 10001})["wait_for_expression"]

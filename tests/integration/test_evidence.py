@@ -1,0 +1,238 @@
+"""What happened on the page: console messages and uncaught exceptions, failed subresources, waits for an
+expression, best attempts and where the time went (Server-Timing, metadata.timings)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from render.contract.timings import STAGES
+from tests.conftest import Org
+from tests.images import decode, near, rgb_at
+from tests.site import CONSOLE_PAGE, Site
+
+pytestmark = pytest.mark.browser
+GREEN, RED = (0, 255, 0), (255, 0, 0)
+SERVER_TIMING_METRIC = re.compile(r'^(?P<name>[a-z_]+)(;dur=(?P<dur>\d+(\.\d+)?))?(;desc="(?P<desc>[^"]*)")?$')
+
+
+def take(client: httpx.Client, org: Org, **params: object) -> httpx.Response:
+    return client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "viewport_width": "400", "viewport_height": "300", **params})
+
+
+def used(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def images_page(site: Site, *sources: str) -> str:
+    return site.url("/evidence/images.html?" + urlencode([("src", source) for source in sources]))
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_timing(response: httpx.Response) -> dict[str, tuple[float | None, str | None]]:
+    """The Server-Timing header by metric name: (duration, description); every metric must parse."""
+    metrics = {}
+    for metric in response.headers["server-timing"].split(", "):
+        found = SERVER_TIMING_METRIC.match(metric)
+        assert found, metric
+        metrics[found["name"]] = (float(found["dur"]) if found["dur"] else None, found["desc"])
+    return metrics
+
+
+def line_of(page: str, text: str) -> int:
+    return next(number for number, line in enumerate(page.splitlines(), 1) if text in line)
+
+
+def test_console_messages_and_uncaught_exceptions_in_json_and_headers(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/evidence/console.html"), metadata_console="true",
+                    response_type="json")
+    assert response.status_code == 200, response.text
+    console = response.json()["metadata"]["console"]
+    mine = [(m["type"], m["text"], m["source"]) for m in console["messages"] if m["source"] == "console"]
+    assert mine == [("log", "hello 42", "console"), ("warning", "careful", "console"),
+                    ("error", "broken widget", "console"), ("exception", "TypeError: late failure", "console")]
+    by_text = {m["text"]: m for m in console["messages"]}
+    page_url = site.url("/evidence/console.html")
+    assert (by_text["hello 42"]["url"], by_text["hello 42"]["line"]) == (page_url, line_of(CONSOLE_PAGE, "'hello'"))
+    exception = by_text["TypeError: late failure"]
+    assert (exception["url"], exception["line"]) == (page_url, line_of(CONSOLE_PAGE, "late failure"))
+    assert exception["column"] > 1 and exception["time_ms"] >= by_text["hello 42"]["time_ms"] >= 0
+    # Chromium's own report of the image that answered 404: listed, marked as the network's, not counted.
+    network = [m for m in console["messages"] if m["source"] == "network"]
+    assert [m["type"] for m in network] == ["error"] and "404" in network[0]["text"]
+    assert network[0]["url"].endswith("/status?code=404")
+    assert (console["errors"], console["dropped"]) == (2, 0)
+    assert response.headers["x-service-console-errors"] == "2"
+    image = take(client, org, url=site.url("/evidence/console.html"), metadata_console="true")
+    assert image.headers["content-type"] == "image/png" and image.headers["x-service-console-errors"] == "2"
+
+
+def test_console_errors_fail_the_capture_when_asked_and_are_not_charged(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    failed = take(client, org, url=site.url("/evidence/console.html"), fail_on_console_errors="true")
+    assert failed.status_code == 500, failed.text
+    body = failed.json()
+    assert body["error_code"] == "console_errors" and failed.headers["x-service-error-code"] == "console_errors"
+    assert "2 error(s)" in body["error_message"] and "console.error" in body["error_message"]
+    assert "broken widget" in body["error_message"] and "fail_on_console_errors" in body["error_message"]
+    assert used(client, org) == 0
+    # A failed image alone is the network's matter (fail_on_resource_*), not a script error.
+    quiet = take(client, org, url=images_page(site, "/status?code=404"), fail_on_console_errors="true")
+    assert quiet.status_code == 200, quiet.text
+    assert used(client, org) == 1
+
+
+@pytest.mark.parametrize(("statuses", "source", "fails"), [
+    (["5xx"], "/status?code=503", True),
+    (["404"], "/status?code=404", True),
+    ("404,410", "/status?code=410", True),
+    (["5xx"], "/status?code=404", False),
+    (["4xx", "5xx"], "/tall.html", False),
+], ids=["class", "code", "comma-list", "other-class", "success"])
+def test_resource_statuses_fail_the_capture_naming_the_resource(
+        client: httpx.Client, org: Org, site: Site, statuses: object, source: str, fails: bool) -> None:
+    response = take(client, org, url=images_page(site, source), fail_on_resource_status=statuses)
+    if not fails:
+        assert response.status_code == 200, response.text
+        return
+    assert response.status_code == 500, response.text
+    body = response.json()
+    assert body["error_code"] == "resource_failed"
+    assert site.url(source) in body["error_message"] and "fail_on_resource_status" in body["error_message"]
+    assert used(client, org) == 0
+
+
+def test_the_main_document_is_not_a_resource(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/status?code=404"), ignore_host_errors="true",
+                    fail_on_resource_status="4xx")
+    assert response.status_code == 200, response.text
+
+
+def test_resources_that_do_not_load_fail_the_capture_but_blocked_ones_do_not(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    unreachable = f"http://127.0.0.1:{closed_port()}/logo.png"
+    failed = take(client, org, url=images_page(site, "/tall.html", unreachable), fail_on_resource_load_failure="true")
+    assert failed.status_code == 500, failed.text
+    message = failed.json()["error_message"]
+    assert failed.json()["error_code"] == "resource_failed"
+    assert unreachable in message and "fail_on_resource_load_failure" in message
+    assert take(client, org, url=images_page(site, unreachable)).status_code == 200  # only when asked
+    blocked = take(client, org, url=images_page(site, unreachable), fail_on_resource_load_failure="true",
+                   block_requests="*/logo.png")
+    assert blocked.status_code == 200, blocked.text
+    assert used(client, org) == 2
+
+
+def test_nothing_one_capture_heard_reaches_the_next(client: httpx.Client, org: Org, site: Site) -> None:
+    """The organisation's kept pages listen for one job only: a later job hears its own page alone."""
+    for _ in range(3):
+        noisy = take(client, org, url=site.url("/evidence/console.html"), metadata_console="true",
+                     response_type="json")
+        assert noisy.json()["metadata"]["console"]["errors"] == 2
+    for _ in range(4):
+        quiet = take(client, org, url=site.url("/tall.html"), metadata_console="true", response_type="json")
+        assert quiet.json()["metadata"]["console"] == {"messages": [], "errors": 0, "dropped": 0}
+    plain = take(client, org, url=site.url("/tall.html"), fail_on_console_errors="true")
+    assert plain.status_code == 200, plain.text
+
+
+def test_wait_for_expression_captures_once_the_page_says_it_is_ready(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    page = site.url("/evidence/ready-late.html")
+    assert near(rgb_at(decode(take(client, org, url=page).content), 10, 10), RED)
+    ready = take(client, org, url=page, wait_for_expression="window.app && window.app.ready",
+                 metadata_timings="true", response_type="json", format="png")
+    assert ready.status_code == 200, ready.text
+    timings = ready.json()["metadata"]["timings"]
+    assert timings["fired"] == "expression" and timings["timed_out"] == []
+    assert timings["stages_ms"]["waits"] >= 400  # the page is ready 600 ms after its load
+    shot = take(client, org, url=page, wait_for_expression="() => window.app?.ready === true")
+    assert near(rgb_at(decode(shot.content), 10, 10), GREEN)
+
+
+def test_an_expression_that_throws_or_never_holds(client: httpx.Client, org: Org, site: Site) -> None:
+    page = site.url("/evidence/ready-late.html")
+    thrown = take(client, org, url=page, wait_for_expression="window.app.ready")
+    assert thrown.status_code == 400, thrown.text
+    assert thrown.json()["error_code"] == "request_not_valid"
+    assert thrown.json()["error_details"][0]["field"] == "wait_for_expression"
+    never = take(client, org, url=page, wait_for_expression="window.never === true", navigation_timeout="1")
+    assert never.status_code == 500 and never.json()["error_code"] == "timeout_error", never.text
+    assert "wait_for_expression" in never.json()["error_message"]
+    assert used(client, org) == 0
+
+
+@pytest.mark.parametrize(("params", "timed_out"), [
+    ({"url": "/evidence/ready-late.html", "wait_for_expression": "window.never === true"}, "wait_for_expression"),
+    ({"url": "/evidence/ready-late.html", "wait_for_selector": "#never"}, "wait_for_selector"),
+    ({"url": "/three-hanging.html", "wait_until": "networkidle0"}, "wait_until"),
+    ({"url": "/never-loads.html"}, "wait_until"),
+], ids=["expression", "selector", "network-idle", "load"])
+def test_best_attempt_captures_when_a_wait_runs_out_and_says_so(
+        client: httpx.Client, org: Org, site: Site, params: dict[str, str], timed_out: str) -> None:
+    params = {**params, "url": site.url(params["url"]), "navigation_timeout": "2", "timeout": "20"}
+    failed = take(client, org, **params)
+    assert failed.status_code == 500 and failed.json()["error_code"] == "timeout_error", failed.text
+    response = take(client, org, **params, best_attempt="true", metadata_timings="true", response_type="json")
+    assert response.status_code == 200, response.text
+    assert response.headers["x-service-wait-timed-out"] == timed_out
+    timings = response.json()["metadata"]["timings"]
+    assert (timings["fired"], timings["timed_out"]) == ("best_attempt", [timed_out])
+    assert server_timing(response)["fired"] == (None, "best_attempt")
+    image = take(client, org, **params, best_attempt="true")
+    assert image.headers["content-type"] == "image/png" and decode(image.content).width == 400
+    assert used(client, org) == 2
+
+
+def test_server_timing_on_every_capture(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/tall.html"))
+    assert response.status_code == 200
+    metrics = server_timing(response)
+    for stage in ("queue", "context", "navigation", "preparation", "capture"):
+        duration, description = metrics[stage]
+        assert duration is not None and duration >= 0 and description == STAGES[stage], stage
+    assert "waits" not in metrics and "encode" not in metrics  # nothing waited for, Chromium's own PNG
+    assert metrics["fired"] == (None, "load")
+    rendering_ms = float(response.headers["x-service-rendering-seconds"]) * 1000
+    assert sum(d for name, (d, _) in metrics.items() if d is not None and name != "queue") <= rendering_ms + 1
+    resized = take(client, org, url=site.url("/tall.html"), image_width="200", wait_until="networkidle0",
+                   metadata_timings="true", response_type="json")
+    timings = resized.json()["metadata"]["timings"]
+    assert timings["fired"] == "network_idle" and timings["stages_ms"]["waits"] >= 400  # 500 ms of quiet
+    assert timings["stages_ms"]["encode"] > 0 and timings["stages_ms"]["store"] >= 0  # json: stored
+    assert list(timings["stages_ms"]) == [stage for stage in STAGES if stage in timings["stages_ms"]]
+
+
+def test_a_cache_hit_says_nothing_was_captured(client: httpx.Client, org: Org, site: Site) -> None:
+    params = {"url": site.url("/tall.html"), "cache": "true", "cache_key": "evidence", "metadata_timings": "true",
+              "response_type": "json"}
+    first = take(client, org, **params)
+    assert first.json()["metadata"]["timings"]["fired"] == "load"
+    hit = take(client, org, **params)
+    assert hit.json()["metadata"]["timings"] == {"stages_ms": {}, "fired": "cache", "timed_out": []}
+    assert server_timing(hit) == {"fired": (None, "cache")}
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("6xx", "'6xx' is not an HTTP status"),
+    ("99", "'99' is not an HTTP status"),
+    ("abc", "'abc' is not an HTTP status"),
+])
+def test_bad_resource_statuses_are_refused_by_name(client: httpx.Client, org: Org, site: Site, value: str,
+                                                  fragment: str) -> None:
+    response = take(client, org, url=site.url("/tall.html"), fail_on_resource_status=value)
+    assert response.status_code == 400, response.text
+    detail = response.json()["error_details"][0]
+    assert detail["field"] == "fail_on_resource_status" and fragment in detail["message"]
+    assert used(client, org) == 0
