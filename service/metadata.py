@@ -28,9 +28,11 @@ def iso_time(unix_seconds: float) -> str:
     return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def present(options: TakeOptions, result: JobResult, content: tuple[str, float] | None
+def present(options: TakeOptions, result: JobResult, stored: dict[str, tuple[str, float]]
             ) -> tuple[dict[str, Any], dict[str, str]]:
-    """(JSON body fields, headers) for what the options asked; `content` is the content's URL and expiry."""
+    """(JSON body fields, headers) for what the options asked; `stored` has the URL and expiry of each artefact
+    stored beside the result ("content", "accessibility"): `<name>.{url,expires}` in the body,
+    x-service-<name>-url and -expires in the headers."""
     found = result.metadata
     metadata: dict[str, Any] = {}
     body: dict[str, Any] = {}
@@ -55,6 +57,8 @@ def present(options: TakeOptions, result: JobResult, content: tuple[str, float] 
     if options.metadata_console and "console" in found:
         metadata["console"] = found["console"]
         headers["x-service-console-errors"] = str(found["console"]["errors"])
+    if "accessibility" in found:
+        metadata["accessibility"] = found["accessibility"]
     timings = result.timings
     if options.metadata_timings and timings:
         metadata["timings"] = timings
@@ -64,11 +68,10 @@ def present(options: TakeOptions, result: JobResult, content: tuple[str, float] 
             headers["x-service-wait-timed-out"] = ",".join(timings["timed_out"])
     if metadata:
         body["metadata"] = metadata
-    if content is not None:
-        url, expires = content
-        body["content"] = {"url": url, "expires": iso_time(expires)}
-        headers["x-service-content-url"] = url
-        headers["x-service-content-expires"] = iso_time(expires)
+    for name, (url, expires) in stored.items():
+        body[name] = {"url": url, "expires": iso_time(expires)}
+        headers[f"x-service-{name}-url"] = url
+        headers[f"x-service-{name}-expires"] = iso_time(expires)
     if "http_response" in found:
         http = found["http_response"]
         body["http_response"] = http

@@ -103,8 +103,11 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
                     cache_url: str | None = None) -> Presented:
     """by_format: the bytes; json: the JSON body (README, A first request); empty: headers only. Metadata (and
     the cache URL) go with all three. `result.body` must hold the bytes for by_format."""
-    content_key = result.content_key
-    fields, metadata_headers = metadata.present(options, result, links.url(content_key) if content_key else None)
+    artefacts = dict(result.artefacts)
+    if result.content_key and "content" not in artefacts:  # a result cached by an earlier version
+        artefacts["content"] = result.content_key
+    links_to = {name: links.url(key) for name, key in artefacts.items()}
+    fields, metadata_headers = metadata.present(options, result, links_to)
     headers = {**success_headers(result, reference, trace_id, options), **metadata_headers}
     if cache_url is not None:
         headers["x-service-cache-url"] = cache_url

@@ -37,6 +37,10 @@ class PlainBrowser:
         """What `script` returns in the page at `url`."""
         return self._run(lambda: self._evaluate(url, script, **context))
 
+    def aria_snapshot(self, url: str) -> str:
+        """Playwright's ARIA snapshot of the page's body at `url`, as a script asks for it."""
+        return self._run(lambda: self._aria_snapshot(url))
+
     def close(self) -> None:
         self._run(self.browser.close)
         self._run(self._playwright.stop)
@@ -58,6 +62,14 @@ class PlainBrowser:
                     position += height
                 page.evaluate("window.scrollTo(0, 0)")
             return pyvips.Image.new_from_buffer(page.screenshot(full_page=full_page), "")
+        finally:
+            page.close()
+
+    def _aria_snapshot(self, url: str) -> str:
+        page = self.browser.new_page()
+        try:
+            page.goto(url)
+            return page.locator("body").aria_snapshot()
         finally:
             page.close()
 

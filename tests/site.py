@@ -201,6 +201,13 @@ console.warn('careful');
 console.error('broken widget');
 setTimeout(() => { throw new TypeError('late failure'); }, 0);
 </script></body></html>"""
+# An outline for the accessibility tree: landmarks, headings of two levels, links, a control, an image's text,
+# and text that is hidden (left out of the tree).
+OUTLINE = """<!DOCTYPE html><html lang="en"><head><title>outline</title></head><body>
+<header><nav><a href="/pricing">Pricing</a> <a href="/about">About us</a></nav></header>
+<main><h1>Quarterly report</h1><p>Revenue grew.</p><section id="details"><h2>Details</h2>
+<button>Download</button><img alt="A bar chart" src="/status?code=404"></section>
+<div hidden>secret draft</div></main></body></html>"""
 # Red until its script declares itself ready 600 ms after load, then green (wait_for_expression).
 READY_LATE = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><script>
 window.addEventListener('load', () => setTimeout(() => {
@@ -219,6 +226,7 @@ ROUTES: dict[str, Handler] = {
     "/evidence/console.html": lambda q: _html(CONSOLE_PAGE),
     "/evidence/ready-late.html": lambda q: _html(READY_LATE),
     "/evidence/images.html": _images,
+    "/evidence/outline.html": lambda q: _html(OUTLINE),
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),

@@ -30,6 +30,7 @@ from render.net.egress import EgressProxy
 from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
 from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
+from render.output.accessibility import aria_snapshot
 from render.output.documents import html_to_markdown
 from render.page import motion, preparation, request_context
 from render.page.blocking import FilterLists
@@ -65,7 +66,9 @@ class Output:
     height: int | None = None
     blocked_requests: int = 0  # connections the network policy refused
     metadata: dict[str, Any] = field(default_factory=dict)  # the JSON body's fields (render.output.metadata)
-    content: tuple[bytes, str, str] | None = None  # metadata_content: body, extension, content type
+    # Stored beside the result, each linked by its name (metadata_content's "content", "accessibility"):
+    # body, extension, content type.
+    artefacts: dict[str, tuple[bytes, str, str]] = field(default_factory=dict)
     slices: list[imaging.Slice] = field(default_factory=list)  # full_page_slices, cut from the final image
     timings: Stopwatch = field(default_factory=Stopwatch)  # where the capture's time went
 
@@ -177,14 +180,20 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     else:
         with clock.stage("capture"):
             output = await _document(options, tab)
-    if metadata.wanted(options) or options.metadata_content or options.metadata_console:
+    if metadata.wanted(options) or options.metadata_content or options.metadata_console \
+            or options.metadata_accessibility:
         with clock.stage("metadata"):
             if metadata.wanted(options):
                 output.metadata = await metadata.collect(tab, options, loaded.response)
             if options.metadata_content:
-                output.content = await metadata.content(tab, options)
+                output.artefacts["content"] = await metadata.content(tab, options)
             if options.metadata_console and loaded.watch is not None:
                 output.metadata["console"] = loaded.watch.report()
+            if options.metadata_accessibility:
+                snapshot = await aria_snapshot(tab, options)
+                output.metadata["accessibility"] = snapshot
+                aria = FORMATS["aria"]
+                output.artefacts["accessibility"] = (snapshot.encode(), aria.extension, aria.media_type)
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
@@ -196,11 +205,13 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
 
 
 async def _document(options: TakeOptions, tab: Tab) -> Output:
-    """A PDF, the page's HTML or its Markdown."""
+    """A PDF, the page's HTML, its Markdown or its ARIA snapshot."""
     if options.format == "pdf":
         return Output(await _pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
     if options.format == "html":
         return Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
+    if options.format == "aria":
+        return Output((await aria_snapshot(tab, options)).encode(), "aria", FORMATS["aria"].media_type)
     markdown = html_to_markdown(await metadata.readable_html(tab, options))
     return Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
 

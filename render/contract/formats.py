@@ -48,6 +48,9 @@ _DOCUMENTS = (
     OutputFormat("pdf", "document", "application/pdf", "pdf"),
     OutputFormat("html", "document", "text/html; charset=utf-8", "html"),
     OutputFormat("markdown", "document", "text/markdown; charset=utf-8", "md"),
+    # Playwright's ARIA snapshot of the page (render.output.accessibility): YAML, whose media type (RFC 9512)
+    # is UTF-8 without a charset parameter.
+    OutputFormat("aria", "document", "application/yaml", "yaml"),
 )
 _VIDEOS = (  # /animate
     OutputFormat("mp4", "video", "video/mp4", "mp4"),

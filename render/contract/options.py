@@ -299,6 +299,11 @@ class TakeOptions(BaseModel):
                                                                  "Format of metadata_content.")
     metadata_http_response_status_code: Bool = param(False, "Metadata", "Main document's status code.")
     metadata_http_response_headers: Bool = param(False, "Metadata", "Main document's headers.")
+    metadata_accessibility: Bool = param(False, "Metadata", "The page's accessibility tree as Playwright's ARIA "
+                                         "snapshot (YAML: landmarks, headings, links, controls, image texts), "
+                                         "of `selector`'s element when given: metadata.accessibility, and stored "
+                                         "with its URL in accessibility.url and x-service-accessibility-url. "
+                                         "format=aria returns it alone.")
     metadata_console: Bool = param(False, "Metadata", "The page's console messages and uncaught exceptions "
                                    "(type, text, source location, time): metadata.console; the number of errors "
                                    "in x-service-console-errors.")

@@ -99,7 +99,9 @@ class JobResult:
     blocked_requests: int = 0  # connections the network policy refused
     metadata: dict[str, Any] = field(default_factory=dict)  # the metadata_* facts (render.output.metadata)
     vision_completion: str | None = None
-    content_key: str | None = None  # metadata_content: where the page's content is stored
+    # What was stored beside the result, by name (metadata_content's "content", "accessibility"): storage keys.
+    artefacts: dict[str, str] = field(default_factory=dict)
+    content_key: str | None = None  # metadata_content's key in results cached before `artefacts` (read only)
     stored_copy: StoredCopy | None = None
     slices: list[StoredSlice] = field(default_factory=list)
     slices_manifest: str | None = None  # the stored manifest of `slices`

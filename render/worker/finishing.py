@@ -63,10 +63,9 @@ class Finisher:
             with clock.stage("metadata"):
                 result.vision_completion = self._ask_vision(job, options, output)
         with clock.stage("store"):
-            if output.content is not None:
-                body, extension, content_type = output.content
-                result.content_key = self._put(
-                    object_key(job.organisation, f"{job.reference}-content", extension), body, content_type)
+            for name, (body, extension, content_type) in output.artefacts.items():
+                result.artefacts[name] = self._put(
+                    object_key(job.organisation, f"{job.reference}-{name}", extension), body, content_type)
             if options.full_page_slices:
                 self._store_slices(job, options, output, result)
             if options.store:

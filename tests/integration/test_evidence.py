@@ -5,19 +5,29 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from render.contract.timings import STAGES
+from tests import fidelity_pages as pages
 from tests.conftest import Org
 from tests.images import decode, near, rgb_at
+from tests.plain import PlainBrowser
 from tests.site import CONSOLE_PAGE, Site
 
 pytestmark = pytest.mark.browser
 GREEN, RED = (0, 255, 0), (255, 0, 0)
 SERVER_TIMING_METRIC = re.compile(r'^(?P<name>[a-z_]+)(;dur=(?P<dur>\d+(\.\d+)?))?(;desc="(?P<desc>[^"]*)")?$')
+
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[PlainBrowser]:
+    browser = PlainBrowser()
+    yield browser
+    browser.close()
 
 
 def take(client: httpx.Client, org: Org, **params: object) -> httpx.Response:
@@ -236,3 +246,51 @@ def test_bad_resource_statuses_are_refused_by_name(client: httpx.Client, org: Or
     detail = response.json()["error_details"][0]
     assert detail["field"] == "fail_on_resource_status" and fragment in detail["message"]
     assert used(client, org) == 0
+
+
+# --- the accessibility tree -----------------------------------------------------------------------------
+
+
+OUTLINE_TREE = """- banner:
+  - navigation:
+    - link "Pricing":
+      - /url: /pricing
+    - link "About us":
+      - /url: /about
+- main:
+  - heading "Quarterly report" [level=1]
+  - paragraph: Revenue grew.
+  - heading "Details" [level=2]
+  - button "Download"
+  - img "A bar chart\""""
+
+
+def test_the_accessibility_tree_as_a_format_and_as_metadata(client: httpx.Client, org: Org, site: Site) -> None:
+    page = site.url("/evidence/outline.html")
+    aria = take(client, org, url=page, format="aria")
+    assert aria.status_code == 200, aria.text
+    assert aria.headers["content-type"] == "application/yaml"
+    assert aria.text == OUTLINE_TREE and "secret draft" not in aria.text
+    section = take(client, org, url=page, format="aria", selector="#details")
+    assert section.text == '- heading "Details" [level=2]\n- button "Download"\n- img "A bar chart"'
+    assert take(client, org, url=page, format="aria", selector="#nothing-here").text == OUTLINE_TREE
+    described = take(client, org, url=page, metadata_accessibility="true", response_type="json")
+    body = described.json()
+    assert body["metadata"]["accessibility"] == OUTLINE_TREE
+    stored = client.get(body["accessibility"]["url"])
+    assert stored.status_code == 200 and stored.text == OUTLINE_TREE
+    image = take(client, org, url=page, metadata_accessibility="true")
+    assert image.headers["content-type"] == "image/png"
+    assert client.get(image.headers["x-service-accessibility-url"]).text == OUTLINE_TREE
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", image.headers["x-service-accessibility-expires"])
+
+
+@pytest.mark.parametrize("name", pages.REAL_PAGES)
+def test_the_accessibility_tree_of_real_pages_is_playwright_s(client: httpx.Client, org: Org, site: Site,
+                                                              plain: PlainBrowser, name: str) -> None:
+    url = site.url(f"/real/{name}.html")
+    response = take(client, org, url=url, format="aria", viewport_width="1280", viewport_height="1024")
+    assert response.status_code == 200, response.text
+    reference = plain.aria_snapshot(url)
+    assert response.text == reference
+    assert "- heading " in reference and "- link " in reference  # a page's outline, not an empty tree
