@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -140,6 +143,18 @@ class RenderSettings(BaseSettings):
         parse_allowed(value)
         return value
 
+    @field_validator("certify_key_file")
+    @classmethod
+    def _certify_key_file(cls, value: str) -> str:
+        if value:
+            try:
+                key = serialization.load_pem_private_key(Path(value).read_bytes(), password=None)
+            except (OSError, ValueError, TypeError) as error:
+                raise ValueError(f"cannot read an unencrypted PKCS#8 PEM private key from it ({error})") from None
+            if not isinstance(key, Ed25519PrivateKey):
+                raise ValueError("the key must be an Ed25519 key (openssl genpkey -algorithm ed25519)")
+        return value
+
     @field_validator("resolve_overrides")
     @classmethod
     def _resolve_overrides(cls, value: str) -> str:
@@ -190,6 +205,10 @@ class RenderSettings(BaseSettings):
     vision_model: str = Field("gpt-4o-mini", description="Model named in vision requests.")
     vision_timeout: float = Field(60.0, gt=0, description="Seconds a vision request may take (within the "
                                   "capture's timeout).")
+    certify_key_file: str = Field(
+        "", description="Ed25519 private key (PKCS#8 PEM) that certify=true signs with; every API and worker needs "
+        "the same file. Empty: one is generated once and kept in Redis (back it up, or set a file, to verify old "
+        "certificates against the same key). `openssl genpkey -algorithm ed25519 -out certify.pem` makes one.")
     job_secret: str = Field(
         "", description="Secret shared by the API and the workers to pass callers' vision keys without "
         "storing them (`run` generates one; set it when API and workers run separately).")

@@ -195,7 +195,21 @@ def _components(bulk_max: int) -> dict[str, Any]:
                            "format": text, "size_bytes": number,
                            "store": {"type": "object", "properties": {"bucket": text, "key": text,
                                                                         "location": {"type": ["string", "null"]}}},
-                           "slices": {"type": "array", "items": {"$ref": "#/components/schemas/Slice"}}}},
+                           "slices": {"type": "array", "items": {"$ref": "#/components/schemas/Slice"}},
+                           "metadata": {"type": "object", "additionalProperties": True,
+                                        "description": "What metadata_* asked for (README, What happened on "
+                                                       "the page): console, timings, accessibility, ..."},
+                           **{name: {"$ref": "#/components/schemas/StoredLink"}
+                              for name in ("content", "accessibility", "certificate")}}},
+        "StoredLink": {"type": "object", "title": "StoredLink", "required": ["url", "expires"],
+                       "description": "An artefact stored beside the result, through its signed, expiring link.",
+                       "properties": {"url": text, "expires": text}},
+        "PublicKey": {"type": "object", "title": "PublicKey",
+                      "required": ["algorithm", "key_id", "public_key", "pem"],
+                      "description": "The key certificates of certify=true are signed with.",
+                      "properties": {"algorithm": {"type": "string", "const": "Ed25519"}, "key_id": text,
+                                     "public_key": {"type": "string", "description": "Its 32 bytes, base64."},
+                                     "pem": text}},
         "Health": {"type": "object", "title": "Health", "required": ["status"], "properties": {
             "status": {"type": "string", "enum": ["ok", "unavailable"]}, "redis": {"type": "boolean"},
             "workers": number}},

@@ -71,6 +71,16 @@ class Output:
     artefacts: dict[str, tuple[bytes, str, str]] = field(default_factory=dict)
     slices: list[imaging.Slice] = field(default_factory=list)  # full_page_slices, cut from the final image
     timings: Stopwatch = field(default_factory=Stopwatch)  # where the capture's time went
+    provenance: Provenance | None = None  # what the page was, for certify
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an output came from: the page's final URL, its main document's status and the Chromium that drew it."""
+
+    final_url: str
+    http_status: int | None
+    chromium: str
 
 
 @dataclass
@@ -201,6 +211,8 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     if env.egress is not None:
         output.blocked_requests = sum(1 for refusal in env.egress.refusals if refusal.kind == "policy")
     output.timings = clock
+    output.provenance = Provenance(tab.page.url, loaded.response.status if loaded.response else None,
+                                   env.chrome_version)
     return output
 
 

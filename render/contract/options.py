@@ -311,6 +311,13 @@ class TakeOptions(BaseModel):
                                    "(load, network idle, selector, expression, delay, best attempt): "
                                    "metadata.timings. The Server-Timing header has them on every capture.")
 
+    # Evidence
+    certify: Bool = param(False, "Evidence", "Sign a manifest of the capture with the service's Ed25519 key: the "
+                          "SHA-256 of every artefact returned, the options without secrets, the requested and final "
+                          "URL with the main document's status, UTC times, service and Chromium versions. Stored "
+                          "beside the result: certificate.url, x-service-certificate-url; checked offline by "
+                          "`screenshot-service verify`.")
+
     # Error control
     ignore_host_errors: Bool = param(False, "Errors", "Capture even when the target answers non-2xx.")
     fail_if_content_contains: StrList = param([], "Errors", "Fail if the body contains any of these.")

@@ -7,6 +7,7 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `org:<id>` | hash | `keys create/revoke` | forever |
 | `accesskey:<sha256>` | string | `keys create` | until revoked |
 | `config:url_signing_secret` | string | the first API | forever |
+| `config:certify_key` | string | the first API or worker to need it | forever |
 | `slots:<org>` | sorted set | quota reserve/settle | entries expire by score |
 | `usage:<org>:<YYYY-MM>` | counter | quota settle | 400 days |
 | `queue:render[@region]:jobs` | stream, group `workers` | the API (offer), workers (take, done) | until served |
@@ -86,6 +87,7 @@ def alive_key(worker: str) -> str:
 # --- organisations, quota and concurrency -------------------------------------------------------
 ORGS_KEY = "orgs"
 URL_SECRET_KEY = "config:url_signing_secret"  # the generated secret of local storage links
+CERTIFY_KEY = "config:certify_key"  # the generated Ed25519 key of certified captures (PKCS#8 PEM)
 
 
 def org_key(org_id: str) -> str:

@@ -9,17 +9,21 @@ import concurrent.futures
 import logging
 import time
 from datetime import UTC, datetime
+from importlib.metadata import version
 
 import orjson
 import redis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from render.capture.pipeline import Output
-from render.contract.errors import NameNotResolved, StorageAccessDenied
+from render.contract import certificates, sealing
+from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
 from render.contract.formats import FORMATS
-from render.contract.options import TakeOptions
+from render.contract.options import VISION_FIELDS, TakeOptions
 from render.contract.wire import JobRequest, JobResult, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
+from render.queue.certify_key import NoCertifyKey, certify_key
 from render.queue.keys import result_key
 from render.queue.ledger import settle_on
 from render.queue.records import RESULT_TTL_SECONDS, record_job
@@ -31,6 +35,12 @@ log = logging.getLogger(__name__)
 # A result whose bodies are smaller goes whole in its notification (render.contract.wire.JobResult.to_message);
 # far under Redis's limit on what a subscriber may have waiting (client-output-buffer-limit pubsub 8mb).
 MESSAGE_LIMIT_BYTES = 256 * 1024
+SERVICE_VERSION = version("screenshot-service")
+
+
+def _utc(unix_seconds: float) -> str:
+    """ISO 8601 in UTC with milliseconds."""
+    return datetime.fromtimestamp(unix_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Finisher:
@@ -44,6 +54,7 @@ class Finisher:
         self.policy = policy
         self.loop = loop  # the browser's loop, where the policy resolves names
         self.egress_url = egress_url  # uploads go through the egress proxy too
+        self._certify_key: Ed25519PrivateKey | None = None  # loaded on the first certify=true
 
     def result(self, job: JobRequest, options: TakeOptions, output: Output, started: float,
                acquire_seconds: float = 0.0) -> JobResult:
@@ -72,8 +83,47 @@ class Finisher:
                 self._upload_to_caller(job, options, output, result)
             if job.store_result or job.store_key:
                 self._store(job, options, result)
+            if options.certify:
+                result.artefacts["certificate"] = self._certify(job, options, output, result, started)
         result.timings = clock.report()
         return result
+
+    def _certify(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult,
+                 started: float) -> str:
+        """certify=true: the signed manifest of everything the capture returns, stored beside it."""
+        if self._certify_key is None:
+            try:
+                self._certify_key = certify_key(self.settings.certify_key_file, self.redis)
+            except NoCertifyKey as error:
+                raise RequestNotValid(f"certify: {error}.", [ErrorDetail("certify", "no key to sign with")]) from None
+        provenance = output.provenance
+        artefacts = [certificates.artefact("output", output.body, output.content_type)]
+        artefacts += [certificates.artefact(name, body, content_type)
+                      for name, (body, _, content_type) in output.artefacts.items()]
+        artefacts += [certificates.artefact(f"slice-{piece.index}", body.body, output.content_type)
+                      for piece, body in zip(result.slices, output.slices, strict=True)]
+        if result.vision_completion is not None:
+            artefacts.append(certificates.artefact("vision", result.vision_completion.encode(), "text/plain"))
+        public_options, secrets = sealing.split_secrets(options.to_payload())
+        now = time.time()
+        manifest = {
+            "reference": job.reference,
+            "requested_url": sealing.without_credentials(options.url) if options.url else None,
+            "final_url": provenance.final_url if provenance else None,
+            "http_status": provenance.http_status if provenance else None,
+            "options": public_options,
+            # What metadata_* found (the accessibility tree is an artefact of its own).
+            "metadata": {name: value for name, value in output.metadata.items() if name != "accessibility"},
+            "redacted": sorted({*secrets, *(name for name in VISION_FIELDS if getattr(options, name) is not None)}),
+            "started_at": _utc(now - (time.monotonic() - started)),
+            "finished_at": _utc(now),
+            "service": {"name": "screenshot-service", "version": SERVICE_VERSION},
+            "chromium": provenance.chromium if provenance else None,
+            "artefacts": artefacts,
+        }
+        document = certificates.sign(manifest, self._certify_key)
+        return self._put(object_key(job.organisation, f"{job.reference}-certificate", "json"),
+                         orjson.dumps(document), "application/json")
 
     def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """store=true: the output in the caller's bucket, with the caller's credentials, through the egress

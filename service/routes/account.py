@@ -10,6 +10,8 @@ import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from render.contract.certificates import public_key_document
+from render.queue.certify_key import certify_key
 from service import openapi
 from service.auth import Caller, caller
 from service.context import AppContext
@@ -27,6 +29,15 @@ async def usage(request: Request, who: Annotated[Caller, Depends(caller())]) -> 
     context: AppContext = request.app.state.context
     record = await context.quota.usage(who.organisation)
     return JSONResponse(record.to_json())
+
+
+@router.get("/certify/public-key", responses=openapi.json_responses("PublicKey"),
+            summary="The Ed25519 public key certify=true signs with (no key needed to read it)")
+async def certify_public_key(request: Request) -> Response:
+    context: AppContext = request.app.state.context
+    key = await anyio.to_thread.run_sync(
+        certify_key, context.settings.render.certify_key_file, context.dispatcher.sync_redis)
+    return JSONResponse(public_key_document(key))
 
 
 @router.get("/slices/{key:path}", responses=openapi.json_responses("Slices", 400, 404),

@@ -1,19 +1,29 @@
 """What happened on the page: console messages and uncaught exceptions, failed subresources, waits for an
-expression, best attempts and where the time went (Server-Timing, metadata.timings)."""
+expression, best attempts, where the time went (Server-Timing, metadata.timings), the accessibility tree and
+certified captures."""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
 import pytest
+import redis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from render.contract import certificates
 from render.contract.timings import STAGES
+from render.queue.certify_key import NoCertifyKey, certify_key
 from tests import fidelity_pages as pages
-from tests.conftest import Org
+from tests.conftest import ROOT, Org
 from tests.images import decode, near, rgb_at
 from tests.plain import PlainBrowser
 from tests.site import CONSOLE_PAGE, Site
@@ -294,3 +304,89 @@ def test_the_accessibility_tree_of_real_pages_is_playwright_s(client: httpx.Clie
     reference = plain.aria_snapshot(url)
     assert response.text == reference
     assert "- heading " in reference and "- link " in reference  # a page's outline, not an empty tree
+
+
+# --- certified captures ---------------------------------------------------------------------------------
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", "verify", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_certified_capture_and_its_offline_check(client: httpx.Client, org: Org, site: Site,
+                                                   tmp_path: Path) -> None:
+    key = client.get("/v1/screenshot/certify/public-key").json()
+    assert key["algorithm"] == "Ed25519" and len(base64.b64decode(key["public_key"])) == 32
+    redirect = site.url("/redirect?" + urlencode({"to": "/evidence/outline.html"}))
+    response = take(client, org, url=redirect, certify="true", response_type="json", metadata_content="true",
+                    metadata_page_title="true", metadata_accessibility="true", cookies="session=s3cr3t-cookie",
+                    authorization="Bearer s3cr3t-token", format="jpeg")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    certificate_bytes = client.get(body["certificate"]["url"]).content
+    assert response.headers["x-service-certificate-url"] == body["certificate"]["url"]
+    assert b"s3cr3t" not in certificate_bytes  # the caller's secrets are named, never written
+    certificate = json.loads(certificate_bytes)
+    manifest = certificate["manifest"]
+    assert (certificate["key_id"], certificate["public_key"]) == (key["key_id"], key["public_key"])
+    assert manifest["requested_url"] == redirect and manifest["final_url"] == site.url("/evidence/outline.html")
+    assert manifest["http_status"] == 200 and manifest["redacted"] == ["authorization", "cookies"]
+    assert manifest["options"]["format"] == "jpeg" and "cookies" not in manifest["options"]
+    assert manifest["metadata"]["page_title"] == "outline"
+    assert manifest["started_at"] < manifest["finished_at"] and manifest["finished_at"].endswith("Z")
+    assert manifest["service"]["name"] == "screenshot-service" and manifest["chromium"].count(".") == 3
+    files = {"shot.jpg": client.get(body["screenshot_url"]).content,
+             "page.html": client.get(body["content"]["url"]).content,
+             "tree.yaml": client.get(body["accessibility"]["url"]).content}
+    assert [(a["name"], a["media_type"]) for a in manifest["artefacts"]] == [
+        ("output", "image/jpeg"), ("content", "text/html; charset=utf-8"), ("accessibility", "application/yaml")]
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "certificate.json").write_bytes(certificate_bytes)
+    (tmp_path / "key.pem").write_text(key["pem"])
+    paths = [str(tmp_path / name) for name in files]
+    checked = verify(str(tmp_path / "certificate.json"), *paths, "--public-key", key["public_key"])
+    assert checked.returncode == 0, checked.stderr
+    assert "Signature valid" in checked.stdout and "(the pinned key)" in checked.stdout
+    assert f"OK  {tmp_path / 'shot.jpg'}: the capture's output" in checked.stdout
+    assert verify(str(tmp_path / "certificate.json"), *paths, "--public-key", str(tmp_path / "key.pem")).returncode == 0
+    # One byte of an image changed.
+    changed = bytearray(files["shot.jpg"])
+    changed[len(changed) // 2] ^= 1
+    (tmp_path / "shot.jpg").write_bytes(bytes(changed))
+    failed = verify(str(tmp_path / "certificate.json"), *paths)
+    assert failed.returncode == 1 and "shot.jpg is not an artefact of this capture" in failed.stderr
+    (tmp_path / "shot.jpg").write_bytes(files["shot.jpg"])
+    # The manifest changed (and its artefact's hash with it, as a forger would).
+    forged = json.loads(certificate_bytes)
+    forged["manifest"]["final_url"] = "https://example.com/"
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    failed = verify(str(tmp_path / "forged.json"), *paths)
+    assert failed.returncode == 1 and "the signature does not match the manifest" in failed.stderr
+    # Signed again with another key: valid only until the service's key is required.
+    other = Ed25519PrivateKey.generate()
+    resigned = certificates.sign(forged["manifest"], other)
+    (tmp_path / "resigned.json").write_text(json.dumps(resigned))
+    assert verify(str(tmp_path / "resigned.json"), *paths).returncode == 0
+    failed = verify(str(tmp_path / "resigned.json"), *paths, "--public-key", key["public_key"])
+    assert failed.returncode == 1 and f"not by the pinned key {key['key_id']}" in failed.stderr
+    assert verify(str(tmp_path / "missing.json")).returncode == 2
+
+
+def test_every_process_signs_with_one_key(redis_url: str, tmp_path: Path) -> None:
+    """The generated key is made once and shared through Redis (APIs and workers on several hosts sign and publish
+    the same); an operator's key file takes its place."""
+    connections = [redis.Redis.from_url(redis_url) for _ in range(2)]
+    try:
+        first, second = (certificates.public_raw(certify_key("", connection)) for connection in connections)
+        assert first == second
+        (tmp_path / "mine.pem").write_bytes(certificates.new_private_key_pem())
+        mine = certificates.public_raw(certify_key(str(tmp_path / "mine.pem"), connections[0]))
+        assert mine != first
+        assert certificates.public_raw(certificates.load_private_key((tmp_path / "mine.pem").read_bytes())) == mine
+        with pytest.raises(NoCertifyKey, match="SCREENSHOT_CERTIFY_KEY_FILE"):
+            certify_key("", None)
+    finally:
+        for connection in connections:
+            connection.close()

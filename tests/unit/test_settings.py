@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from render.settings import RenderSettings
 from tests.conftest import ROOT
 
 CASES = [
@@ -43,3 +45,20 @@ def test_a_bad_setting_is_one_line_and_exit_status_2(variable: str, value: str, 
 def test_a_secret_setting_is_named_but_not_shown() -> None:
     done = start("SCREENSHOT_PROXY_DE", "ftp://user:hunter2@proxy.example:21")
     assert done.returncode == 2 and "SCREENSHOT_PROXY_DE" in done.stderr and "hunter2" not in done.stderr
+
+
+def test_a_certify_key_file_that_is_not_an_ed25519_key_stops_start_up(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from render.contract.certificates import new_private_key_pem
+
+    good = tmp_path / "certify.pem"
+    good.write_bytes(new_private_key_pem())
+    assert RenderSettings(certify_key_file=str(good)).certify_key_file == str(good)
+    other = tmp_path / "ec.pem"
+    other.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    for path, fragment in ((other, "must be an Ed25519 key"), (tmp_path / "missing.pem", "cannot read")):
+        with pytest.raises(ValueError, match=fragment):
+            RenderSettings(certify_key_file=str(path))
