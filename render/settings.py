@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -76,6 +77,9 @@ def parse_allowed(text: str) -> tuple[list[IPNetwork], set[str]]:
         hosts.add(entry.lower())
     return networks, hosts
 
+
+# The installed build's version (certificates and HAR files name it).
+SERVICE_VERSION = version("screenshot-service")
 
 class RenderSettings(BaseSettings):
     """How workers run Chromium and bound each capture."""
@@ -205,6 +209,9 @@ class RenderSettings(BaseSettings):
     vision_model: str = Field("gpt-4o-mini", description="Model named in vision requests.")
     vision_timeout: float = Field(60.0, gt=0, description="Seconds a vision request may take (within the "
                                   "capture's timeout).")
+    har_max_bytes: int = Field(
+        25 * 1024 * 1024, ge=64 * 1024, description="Largest HAR file of har=true, in bytes: past it the bodies "
+        "(har_content=embed) are left out, largest first, then the latest entries; the HAR's comment says so.")
     certify_key_file: str = Field(
         "", description="Ed25519 private key (PKCS#8 PEM) that certify=true signs with; every API and worker needs "
         "the same file. Empty: one is generated once and kept in Redis (back it up, or set a file, to verify old "

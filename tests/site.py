@@ -208,6 +208,15 @@ OUTLINE = """<!DOCTYPE html><html lang="en"><head><title>outline</title></head><
 <main><h1>Quarterly report</h1><p>Revenue grew.</p><section id="details"><h2>Details</h2>
 <button>Download</button><img alt="A bar chart" src="/status?code=404"></section>
 <div hidden>secret draft</div></main></body></html>"""
+# Traffic for har=true: a style sheet, a script the HTTP cache keeps, an image that answers 404, a redirect, and
+# a fetch of /echo (which answers the request's headers); 20 KB of comment make the document the largest body.
+TRAFFIC = """<!DOCTYPE html><html><head><title>traffic</title><!-- """ + "padding " * 2500 + """-->
+<link rel="stylesheet" href="/evidence/style.css">
+<script src="/state/cached.js"></script></head><body><p>traffic</p>
+<img src="/status?code=404" alt=""><img src="/redirect?to=/evidence/style.css%3Fagain" alt="">
+<pre id="echo"></pre><script>
+fetch('/echo?from=page&n=1').then(r => r.text()).then(t => { document.getElementById('echo').textContent = t; });
+</script></body></html>"""
 # Red until its script declares itself ready 600 ms after load, then green (wait_for_expression).
 READY_LATE = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><script>
 window.addEventListener('load', () => setTimeout(() => {
@@ -227,6 +236,8 @@ ROUTES: dict[str, Handler] = {
     "/evidence/ready-late.html": lambda q: _html(READY_LATE),
     "/evidence/images.html": _images,
     "/evidence/outline.html": lambda q: _html(OUTLINE),
+    "/evidence/traffic.html": lambda q: _html(TRAFFIC),
+    "/evidence/style.css": lambda q: (200, "text/css", b"body { color: #123456; }"),
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),

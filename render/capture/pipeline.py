@@ -32,16 +32,17 @@ from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
 from render.output.documents import html_to_markdown
-from render.page import motion, preparation, request_context
+from render.page import har, motion, preparation, request_context
 from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
 from render.page.failure_rules import FailedRequestWatch, check_content, check_gpu
+from render.page.har import HarRecorder
 from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
 from render.page.shield import Shield
 from render.page.watch import PageWatch, watch
-from render.settings import RenderSettings
+from render.settings import SERVICE_VERSION, RenderSettings
 
 # Chromium encodes these itself; the others go through pyvips.
 # What Chromium encodes itself when nothing is done to the image afterwards. Not WebP: a fast PNG capture
@@ -107,6 +108,7 @@ class LoadedPage:
     watermark: bytes | None
     clock: Stopwatch
     watch: PageWatch | None = None
+    har: HarRecorder | None = None
 
 
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -142,6 +144,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     egress = env.egress
     page_watch = watch(tab, options, time.monotonic(), lambda host: next(
         (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
+    recorder = har.record(tab, options, env.settings.har_max_bytes)
     response = await _load(tab, options, env, deadline, clock)
     with clock.stage("preparation"):
         await shield.after_load(tab, deadline)
@@ -159,7 +162,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         failed_requests.check(options)
         if page_watch is not None:
             page_watch.check(options)
-    return LoadedPage(response, picture, clock, page_watch)
+    return LoadedPage(response, picture, clock, page_watch, recorder)
 
 
 async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tuple[TakeOptions, bytes | None]:
@@ -191,7 +194,7 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
         with clock.stage("capture"):
             output = await _document(options, tab)
     if metadata.wanted(options) or options.metadata_content or options.metadata_console \
-            or options.metadata_accessibility:
+            or options.metadata_accessibility or loaded.har is not None:
         with clock.stage("metadata"):
             if metadata.wanted(options):
                 output.metadata = await metadata.collect(tab, options, loaded.response)
@@ -204,6 +207,9 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
                 output.metadata["accessibility"] = snapshot
                 aria = FORMATS["aria"]
                 output.artefacts["accessibility"] = (snapshot.encode(), aria.extension, aria.media_type)
+            if loaded.har is not None:
+                output.artefacts["har"] = (await loaded.har.har(env.chrome_version, SERVICE_VERSION), "har",
+                                           "application/json")
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "

@@ -312,6 +312,12 @@ class TakeOptions(BaseModel):
                                    "metadata.timings. The Server-Timing header has them on every capture.")
 
     # Evidence
+    har: Bool = param(False, "Evidence", "Record the page's traffic as HAR 1.2 (every request with its headers, "
+                      "timings and answer), stored beside the result: har.url, x-service-har-url. Your cookies, "
+                      "authorization, headers and credentials show as [redacted]; at most SCREENSHOT_HAR_MAX_BYTES.")
+    har_content: Literal["omit", "embed"] = param("omit", "Evidence", "embed: the answers' bodies in the HAR "
+                                                  "too (text as it is, the rest base64), largest left out first "
+                                                  "when it would pass the size bound.")
     certify: Bool = param(False, "Evidence", "Sign a manifest of the capture with the service's Ed25519 key: the "
                           "SHA-256 of every artefact returned, the options without secrets, the requested and final "
                           "URL with the main document's status, UTC times, service and Chromium versions. Stored "
@@ -401,6 +407,8 @@ class TakeOptions(BaseModel):
             problems.append(ErrorDetail("full_page_slice_overlap_height",
                                         "must be less than full_page_slice_height "
                                         f"({self.full_page_slice_height})"))
+        if self.har_content != "omit" and not self.har:
+            problems.append(ErrorDetail("har_content", "needs har=true"))
         if self.omit_background and self.format not in ("png", "webp"):
             problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
         return problems

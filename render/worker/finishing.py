@@ -9,7 +9,6 @@ import concurrent.futures
 import logging
 import time
 from datetime import UTC, datetime
-from importlib.metadata import version
 
 import orjson
 import redis
@@ -27,7 +26,7 @@ from render.queue.certify_key import NoCertifyKey, certify_key
 from render.queue.keys import result_key
 from render.queue.ledger import settle_on
 from render.queue.records import RESULT_TTL_SECONDS, record_job
-from render.settings import RenderSettings
+from render.settings import SERVICE_VERSION, RenderSettings
 from storage import Storage, StorageError, object_key
 from storage.paths import filled
 
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 # A result whose bodies are smaller goes whole in its notification (render.contract.wire.JobResult.to_message);
 # far under Redis's limit on what a subscriber may have waiting (client-output-buffer-limit pubsub 8mb).
 MESSAGE_LIMIT_BYTES = 256 * 1024
-SERVICE_VERSION = version("screenshot-service")
 
 
 def _utc(unix_seconds: float) -> str:

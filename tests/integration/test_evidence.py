@@ -4,6 +4,7 @@ certified captures."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -18,10 +19,17 @@ import httpx
 import pytest
 import redis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from jsonschema import Draft6Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT6
 
+from render.browser.pool import TabPool
 from render.contract import certificates
+from render.contract.options import TakeOptions
 from render.contract.timings import STAGES
+from render.page.har import HarRecorder
 from render.queue.certify_key import NoCertifyKey, certify_key
+from render.settings import RenderSettings
 from tests import fidelity_pages as pages
 from tests.conftest import ROOT, Org
 from tests.images import decode, near, rgb_at
@@ -390,3 +398,100 @@ def test_every_process_signs_with_one_key(redis_url: str, tmp_path: Path) -> Non
     finally:
         for connection in connections:
             connection.close()
+
+
+# --- HAR ------------------------------------------------------------------------------------------------
+
+
+HAR_SCHEMAS = ROOT / "tests" / "sdk" / "node_modules" / "har-schema" / "lib"
+
+
+def validate_har(har: dict) -> None:
+    """Against the HAR 1.2 JSON schema of the npm package har-schema (ahmadnassri/har-schema, ISC)."""
+    schemas = {path.name: json.loads(path.read_text()) for path in HAR_SCHEMAS.glob("*.json")}
+    registry = Registry().with_resources(
+        (schema["$id"].rstrip("#"), Resource.from_contents(schema, default_specification=DRAFT6))
+        for schema in schemas.values())
+    Draft6Validator(schemas["har.json"], registry=registry).validate(har)
+
+
+def test_the_page_s_traffic_as_har(client: httpx.Client, org: Org, site: Site) -> None:
+    page = site.url("/evidence/traffic.html")
+    response = take(client, org, url=page, har="true", har_content="embed", response_type="json",
+                    cookies="session=s3cr3t-cookie", authorization="Bearer s3cr3t-token",
+                    headers="X-Api-Token: s3cr3t-header")
+    assert response.status_code == 200, response.text
+    assert response.headers["x-service-har-url"] == response.json()["har"]["url"]
+    stored = client.get(response.json()["har"]["url"])
+    assert b"s3cr3t" not in stored.content  # not in headers, cookies, nor the echo's body
+    har = stored.json()
+    validate_har(har)
+    log = har["log"]
+    assert (log["version"], log["creator"]["name"], log["pages"][0]["title"]) == ("1.2", "screenshot-service",
+                                                                                "traffic")
+    assert log["pages"][0]["pageTimings"]["onLoad"] > 0
+    by_url = {entry["request"]["url"]: entry for entry in log["entries"]}
+    assert list(by_url)[0] == page  # the document first, then what it asked for
+    for path, status in (("/evidence/style.css", 200), ("/state/cached.js", 200), ("/status?code=404", 404),
+                         ("/redirect?to=/evidence/style.css%3Fagain", 302), ("/evidence/style.css?again", 200),
+                         ("/echo?from=page&n=1", 200)):
+        assert by_url[site.url(path)]["response"]["status"] == status, path
+    document = by_url[page]
+    assert document["response"]["content"]["text"] == httpx.get(page).text
+    assert document["_resourceType"] == "document" and document["timings"]["wait"] >= 0
+    sent = {h["name"].lower(): h["value"] for h in document["request"]["headers"]}
+    assert sent["authorization"] == "[redacted]" and sent["x-api-token"] == "[redacted]"
+    assert {"name": "session", "value": "[redacted]"} in document["request"]["cookies"]
+    redirect = by_url[site.url("/redirect?to=/evidence/style.css%3Fagain")]
+    assert redirect["response"]["redirectURL"] == "/evidence/style.css?again"
+    style = by_url[site.url("/evidence/style.css")]["response"]["content"]
+    assert (style["mimeType"], style["text"]) == ("text/css", "body { color: #123456; }")
+    echo = by_url[site.url("/echo?from=page&n=1")]["request"]["queryString"]
+    assert echo == [{"name": "from", "value": "page"}, {"name": "n", "value": "1"}]
+    plain = take(client, org, url=page, har="true", response_type="json")
+    omitted = client.get(plain.json()["har"]["url"]).json()
+    validate_har(omitted)
+    assert all("text" not in entry["response"]["content"] for entry in omitted["log"]["entries"])
+
+
+def test_har_content_needs_har(client: httpx.Client, org: Org, site: Site) -> None:
+    response = take(client, org, url=site.url("/tall.html"), har_content="embed")
+    assert response.status_code == 400
+    assert response.json()["error_details"] == [{"field": "har_content", "message": "needs har=true"}]
+
+
+def test_a_har_stays_within_its_bound(site: Site) -> None:
+    """Past SCREENSHOT_HAR_MAX_BYTES the bodies go first, largest first, then the latest entries."""
+    page = site.url("/evidence/traffic.html")
+
+    async def main() -> list[bytes]:
+        supervisor = TabPool(RenderSettings())
+        try:
+            tab = await supervisor.acquire()
+            embed = TakeOptions(url=page, har=True, har_content="embed")
+            recorders = [HarRecorder(tab.page, TakeOptions(url=page, har=True), max_bytes=10**7),
+                         HarRecorder(tab.page, embed, max_bytes=10**7)]
+            await tab.page.goto(page, wait_until="networkidle")
+            omitted, embedded = [await recorder.har("156", "0") for recorder in recorders]
+            bounded = HarRecorder(tab.page, embed, max_bytes=len(omitted) + 3000)
+            tiny = HarRecorder(tab.page, embed, max_bytes=len(omitted) // 2)
+            await tab.page.goto(page, wait_until="networkidle")
+            result = [omitted, embedded, await bounded.har("156", "0"), await tiny.har("156", "0")]
+            supervisor.release_soon(tab)
+            return result
+        finally:
+            await supervisor.close()
+
+    omitted, embedded, bounded, tiny = asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(embedded) > len(omitted) + 20_000 and "comment" not in json.loads(embedded)["log"]
+    log = json.loads(bounded)["log"]
+    assert len(bounded) <= len(omitted) + 3000 and "1 bodies left out (SCREENSHOT_HAR_MAX_BYTES)" in log["comment"]
+    assert len(log["entries"]) == 7  # every request still there
+    document, *others = log["entries"]
+    assert "text" not in document["response"]["content"] and "left out" in document["response"]["content"]["comment"]
+    assert any("text" in entry["response"]["content"] for entry in others)  # the smaller bodies stayed
+    tiny_log = json.loads(tiny)["log"]
+    assert len(tiny) <= len(omitted) // 2 and "entries left out" in tiny_log["comment"]
+    assert 0 < len(tiny_log["entries"]) < 7
+    for data in (bounded, tiny):
+        validate_har(json.loads(data))
