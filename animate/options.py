@@ -31,7 +31,7 @@ NOT_FOR_RECORDINGS = frozenset({
     "pdf_paper_format", "pdf_margin", "pdf_margin_top", "pdf_margin_right", "pdf_margin_bottom",
     "pdf_margin_left", "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
     "metadata_fonts", "metadata_content", "metadata_content_format", "metadata_http_response_status_code",
-    "metadata_http_response_headers", "metadata_accessibility", "metadata_console",
+    "metadata_http_response_headers", "metadata_accessibility", "metadata_console", "metadata_quality",
     "metadata_timings", "certify", "har", "har_content", "vision_provider_api_key",
     "vision_prompt", "vision_max_tokens",
     "watermark", "watermark_image_url", "watermark_opacity", "blur",

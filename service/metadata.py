@@ -59,6 +59,9 @@ def present(options: TakeOptions, result: JobResult, stored: dict[str, tuple[str
         headers["x-service-console-errors"] = str(found["console"]["errors"])
     if "accessibility" in found:
         metadata["accessibility"] = found["accessibility"]
+    if "quality" in found:
+        metadata["quality"] = found["quality"]
+        headers["x-service-quality"] = ",".join(found["quality"]["flags"]) or "ok"
     timings = result.timings
     if options.metadata_timings and timings:
         metadata["timings"] = timings

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import ssl
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -217,6 +219,32 @@ TRAFFIC = """<!DOCTYPE html><html><head><title>traffic</title><!-- """ + "paddin
 <pre id="echo"></pre><script>
 fetch('/echo?from=page&n=1').then(r => r.text()).then(t => { document.getElementById('echo').textContent = t; });
 </script></body></html>"""
+# Pages for metadata_quality's flags, each made to raise one (and one of each kind that must not).
+QUALITY_PAGES = {
+    "blank": "<!DOCTYPE html><html><body style='background:#fff'></body></html>",
+    "captcha-wall": """<!DOCTYPE html><html><head><title>Security check</title></head><body><p>Please confirm
+        you are human.</p><div class="g-recaptcha" style="width:304px;height:78px;background:#f9f9f9"></div>
+        </body></html>""",
+    "contact-form": """<!DOCTYPE html><html><head><title>Contact us</title></head><body><h1>Contact us</h1>"""
+        + "<p>We answer every message within two working days; tell us what you need.</p>" * 30
+        + """<form><textarea></textarea><div class="g-recaptcha" style="width:304px;height:78px"></div></form>
+        </body></html>""",
+    "datadome": """<!DOCTYPE html><html><head><title>example.com</title></head><body style="margin:0">
+        <iframe src="https://geo.captcha-delivery.com/captcha/?initialCid=x" width="100%" height="500"></iframe>
+        </body></html>""",
+    "consent-wall": """<!DOCTYPE html><html><head><title>news</title><style>html { overflow: hidden; }
+        #cmp { position: fixed; inset: 0; background: rgba(0,0,0,.6); display: flex; align-items: center;
+               justify-content: center; } #cmp div { background: #fff; padding: 2em; width: 30em; }</style></head>
+        <body><h1>Today's news</h1><p>The article.</p><div id="cmp" role="dialog" aria-modal="true"><div>
+        <p>We and our partners use cookies to personalise ads and measure audiences. You can accept or refuse.</p>
+        <button>Accept all</button> <button>Reject all</button></div></div></body></html>""",
+    "consent-bar": """<!DOCTYPE html><html><head><title>news</title></head><body><h1>Today's news</h1>
+        <p>The article.</p><div style="position:fixed;bottom:0;left:0;right:0;background:#eee;padding:8px">
+        We use cookies for analytics and marketing. <button>Accept</button> <button>Reject</button></div>
+        </body></html>""",
+    "pending": """<!DOCTYPE html><html><body><p>loading more</p><script>
+        window.addEventListener('load', () => fetch('/slow?ms=15000'));</script></body></html>""",
+}
 # Red until its script declares itself ready 600 ms after load, then green (wait_for_expression).
 READY_LATE = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000"><script>
 window.addEventListener('load', () => setTimeout(() => {
@@ -237,6 +265,11 @@ ROUTES: dict[str, Handler] = {
     "/evidence/images.html": _images,
     "/evidence/outline.html": lambda q: _html(OUTLINE),
     "/evidence/traffic.html": lambda q: _html(TRAFFIC),
+    **{f"/quality/{name}.html": functools.partial(lambda page, q: _html(page), page)
+       for name, page in QUALITY_PAGES.items()},
+    **{f"/challenge/{path.name.removesuffix('.html.gz')}.html": (
+        lambda data: lambda q: (403, "text/html; charset=utf-8", data))(gzip.decompress(path.read_bytes()))
+       for path in (Path(__file__).parent / "material" / "bot_challenges").glob("*.html.gz")},
     "/evidence/style.css": lambda q: (200, "text/css", b"body { color: #123456; }"),
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),

@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 from playwright.async_api import Response
 
 from render.browser.tabs import Tab
-from render.capture import fullpage
+from render.capture import findings, fullpage
+from render.capture.pdf import print_pdf
 from render.capture.regions import Region, region_for, scroll_into_view
 from render.capture.screenshot import screenshot
 from render.contract.errors import (
@@ -32,7 +33,7 @@ from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
 from render.output.documents import html_to_markdown
-from render.page import har, motion, preparation, request_context
+from render.page import har, motion, preparation, quality, request_context
 from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
@@ -40,20 +41,10 @@ from render.page.failure_rules import FailedRequestWatch, check_content, check_g
 from render.page.har import HarRecorder
 from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
+from render.page.quality import PendingRequests
 from render.page.shield import Shield
 from render.page.watch import PageWatch, watch
-from render.settings import SERVICE_VERSION, RenderSettings
-
-# Chromium encodes these itself; the others go through pyvips.
-# What Chromium encodes itself when nothing is done to the image afterwards. Not WebP: a fast PNG capture
-# and libvips (effort 2) make the same size in about two thirds of the time (1280x1024, measured: 78 ms
-# against 115 for a simple page, 140 against 150 for a photo-heavy one).
-CSS_PX_PER_INCH = 96
-PAPER_INCHES = {  # width, height in portrait
-    "a0": (33.1, 46.8), "a1": (23.4, 33.1), "a2": (16.54, 23.4), "a3": (11.7, 16.54),
-    "a4": (8.27, 11.7), "a5": (5.83, 8.27), "a6": (4.13, 5.83),
-    "letter": (8.5, 11), "legal": (8.5, 14), "tabloid": (11, 17),
-}
+from render.settings import RenderSettings
 
 
 @dataclass
@@ -109,6 +100,7 @@ class LoadedPage:
     clock: Stopwatch
     watch: PageWatch | None = None
     har: HarRecorder | None = None
+    pending: PendingRequests | None = None
 
 
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -145,6 +137,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     page_watch = watch(tab, options, time.monotonic(), lambda host: next(
         (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
     recorder = har.record(tab, options, env.settings.har_max_bytes)
+    pending = quality.watch_pending(tab) if options.metadata_quality else None
     response = await _load(tab, options, env, deadline, clock)
     with clock.stage("preparation"):
         await shield.after_load(tab, deadline)
@@ -162,7 +155,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         failed_requests.check(options)
         if page_watch is not None:
             page_watch.check(options)
-    return LoadedPage(response, picture, clock, page_watch, recorder)
+    return LoadedPage(response, picture, clock, page_watch, recorder, pending)
 
 
 async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tuple[TakeOptions, bytes | None]:
@@ -188,28 +181,16 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     """The output `options` ask of a loaded page, with its metadata."""
     settings = env.settings
     clock = loaded.clock.copy()  # each output of the page goes on from its loading
+    pending = loaded.pending.urls() if loaded.pending is not None else []  # as the capture starts
     if options.format in IMAGE_FORMATS:
         output = await _image(options, tab, settings, deadline, loaded.watermark, clock)
     else:
         with clock.stage("capture"):
             output = await _document(options, tab)
-    if metadata.wanted(options) or options.metadata_content or options.metadata_console \
-            or options.metadata_accessibility or loaded.har is not None:
+    if findings.wanted(options):
         with clock.stage("metadata"):
-            if metadata.wanted(options):
-                output.metadata = await metadata.collect(tab, options, loaded.response)
-            if options.metadata_content:
-                output.artefacts["content"] = await metadata.content(tab, options)
-            if options.metadata_console and loaded.watch is not None:
-                output.metadata["console"] = loaded.watch.report()
-            if options.metadata_accessibility:
-                snapshot = await aria_snapshot(tab, options)
-                output.metadata["accessibility"] = snapshot
-                aria = FORMATS["aria"]
-                output.artefacts["accessibility"] = (snapshot.encode(), aria.extension, aria.media_type)
-            if loaded.har is not None:
-                output.artefacts["har"] = (await loaded.har.har(env.chrome_version, SERVICE_VERSION), "har",
-                                           "application/json")
+            output.metadata, output.artefacts = await findings.collect(
+                options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har, pending)
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
@@ -225,7 +206,7 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
 async def _document(options: TakeOptions, tab: Tab) -> Output:
     """A PDF, the page's HTML, its Markdown or its ARIA snapshot."""
     if options.format == "pdf":
-        return Output(await _pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
+        return Output(await print_pdf(options, tab), "pdf", FORMATS["pdf"].media_type)
     if options.format == "html":
         return Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
     if options.format == "aria":
@@ -391,52 +372,6 @@ async def _encode(source: imaging.Source, steps: list[imaging.Step], encode_opti
         imaging.process, source, steps, encode_options, deadline, slicing)
     fmt = encode_options.format
     return Output(body, fmt, FORMATS[fmt].media_type, width, height, slices=slices)
-
-
-async def _pdf(options: TakeOptions, tab: Tab) -> bytes:
-    margin = {
-        side: getattr(options, f"pdf_margin_{side}") or options.pdf_margin
-        for side in ("top", "right", "bottom", "left")
-    }
-    scale = 1.0
-    page_ranges = ""
-    if options.pdf_fit_one_page:
-        scale = await _fit_one_page_scale(options, tab, margin)
-        page_ranges = "1"
-    return await tab.page.pdf(
-        format=options.pdf_paper_format,
-        landscape=options.pdf_landscape,
-        print_background=options.pdf_print_background,
-        margin=margin,  # type: ignore[arg-type]  # a PdfMargins TypedDict
-        scale=scale,
-        page_ranges=page_ranges,
-    )
-
-
-def css_length_to_px(value: str) -> float:
-    """`10mm`, `1in`, `2cm`, `12px` or a bare number (pixels) to CSS pixels."""
-    units = {"px": 1.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4}
-    value = value.strip().lower()
-    for unit, factor in units.items():
-        if value.endswith(unit):
-            return float(value[: -len(unit)]) * factor
-    return float(value)
-
-
-async def _fit_one_page_scale(options: TakeOptions, tab: Tab, margin: dict[str, str]) -> float:
-    """Scale at which the whole document fits one sheet (Chromium allows 0.1 to 2)."""
-    tab.dirty = True
-    await tab.page.emulate_media(media="print")
-    content = await tab.page.evaluate(
-        "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-    width_in, height_in = PAPER_INCHES[options.pdf_paper_format]
-    if options.pdf_landscape:
-        width_in, height_in = height_in, width_in
-    px = css_length_to_px
-    usable_w = width_in * CSS_PX_PER_INCH - px(margin["left"]) - px(margin["right"])
-    usable_h = height_in * CSS_PX_PER_INCH - px(margin["top"]) - px(margin["bottom"])
-    scale = min(usable_w / max(1, content[0]), usable_h / max(1, content[1]), 1.0)
-    return max(0.1, scale)
 
 
 def monotonic_deadline(unix_deadline: float) -> float:

@@ -13,11 +13,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
+from render.contract.cross_field import ASYNC_TIMEOUT_MAX, take_problems
 from render.contract.devices import Viewport, resolve_viewport
 from render.contract.errors import ErrorDetail
-from render.contract.formats import IMAGE_FORMATS, Format, OutputFormat, output_format, quality_formats
-from render.contract.store import store_problems
-from render.contract.validation import CrossFieldError, all_or_none, validate_all
+from render.contract.formats import Format, OutputFormat, output_format, quality_formats
+from render.contract.validation import CrossFieldError, validate_all
 from render.contract.values import (
     ApiKey,
     Bool,
@@ -44,9 +44,6 @@ from render.contract.values import (
     param,
 )
 
-SYNC_TIMEOUT_MAX = 90
-ASYNC_TIMEOUT_MAX = 300
-DELAY_SYNC_MAX = 30
 CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
 # The vision request: never in a payload, sealed for the job (the key is a secret, the prompt the caller's).
@@ -304,6 +301,11 @@ class TakeOptions(BaseModel):
                                          "of `selector`'s element when given: metadata.accessibility, and stored "
                                          "with its URL in accessibility.url and x-service-accessibility-url. "
                                          "format=aria returns it alone.")
+    metadata_quality: Bool = param(False, "Metadata", "Flags of a shot worth a second look, in metadata.quality "
+                                   "and x-service-quality: blank (nothing shown), bot_challenge (a bot check or "
+                                   "CAPTCHA wall), http_error (the page answered 4xx/5xx), consent_wall (a consent "
+                                   "banner still covers the page), pending_requests (requests in flight at the "
+                                   "capture).")
     metadata_console: Bool = param(False, "Metadata", "The page's console messages and uncaught exceptions "
                                    "(type, text, source location, time): metadata.console; the number of errors "
                                    "in x-service-console-errors.")
@@ -369,49 +371,7 @@ class TakeOptions(BaseModel):
         return self
 
     def _cross_field_problems(self) -> list[ErrorDetail]:
-        problems: list[ErrorDetail] = []
-        sources = [name for name in ("url", "html", "markdown") if getattr(self, name) is not None]
-        if len(sources) != 1:
-            problems.append(ErrorDetail(
-                "url", "exactly one of url, html or markdown is required"
-                + (f" (got {', '.join(sources)})" if sources else "")))
-        problems += all_or_none(self, "clip", ("clip_x", "clip_y", "clip_width", "clip_height"))
-        problems += all_or_none(self, "geolocation", ("geolocation_latitude", "geolocation_longitude",
-                                                       "geolocation_accuracy"))
-        timeout_max = ASYNC_TIMEOUT_MAX if self.async_ else SYNC_TIMEOUT_MAX
-        if self.timeout > timeout_max:
-            mode = "async" if self.async_ else "synchronous (use async=true for up to 300)"
-            problems.append(ErrorDetail("timeout", f"must be at most {timeout_max} for {mode} requests"))
-        if self.delay > DELAY_SYNC_MAX and not self.async_:
-            problems.append(ErrorDetail("delay", f"values above {DELAY_SYNC_MAX} require async=true"))
-        if self.delay >= self.timeout:
-            problems.append(ErrorDetail("delay", f"must be shorter than timeout ({self.timeout} s)"))
-        if self.cache and (self.async_ or self.webhook_url):
-            problems.append(ErrorDetail("cache", "cannot be combined with async or webhook_url"))
-        if self.proxy is not None and self.ip_country_code is not None:
-            problems.append(ErrorDetail("proxy", "give either proxy or ip_country_code, not both"))
-        for name in ("watermark", "watermark_image_url", "blur"):
-            if getattr(self, name) and self.format not in IMAGE_FORMATS:
-                problems.append(ErrorDetail(name, f"applies to image formats, not {self.format}"))
-        if self.vision_provider_api_key is not None and self.format not in IMAGE_FORMATS:
-            problems.append(ErrorDetail("vision_provider_api_key", f"applies to image formats, not {self.format}"))
-        for name in ("vision_prompt", "vision_max_tokens"):
-            if getattr(self, name) is not None and self.vision_provider_api_key is None:
-                problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
-        problems += store_problems(self)
-        if self.full_page_slices and not self.full_page:
-            problems.append(ErrorDetail("full_page_slices", "needs full_page=true"))
-        if self.full_page_slices and self.format not in IMAGE_FORMATS:
-            problems.append(ErrorDetail("full_page_slices", f"applies to image formats, not {self.format}"))
-        if self.full_page_slice_overlap_height >= self.full_page_slice_height:
-            problems.append(ErrorDetail("full_page_slice_overlap_height",
-                                        "must be less than full_page_slice_height "
-                                        f"({self.full_page_slice_height})"))
-        if self.har_content != "omit" and not self.har:
-            problems.append(ErrorDetail("har_content", "needs har=true"))
-        if self.omit_background and self.format not in ("png", "webp"):
-            problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
-        return problems
+        return take_problems(self)
 
     # --- derived values used by the renderer ---------------------------------------------------
 

@@ -61,6 +61,12 @@ def platforms(kind: str) -> tuple[Platform, ...]:
                  for name, table in tables.items())
 
 
+async def consent_walls(tab: Tab) -> list[dict[str, Any]]:
+    """Consent banners shown now that cover the page (a modal, a quarter of the viewport or more, or with the
+    page's scrolling locked), on the same evidence `block_cookie_banners` hides them on."""
+    return list(await Annoyances._page_side(tab, "consentWalls", None) or [])
+
+
 class Annoyances:
     """What one job refuses or hides: the options it names, with the installed autoconsent (`consent_rules`;
     None when it is not installed, then only the evidence-based hiding runs)."""

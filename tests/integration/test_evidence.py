@@ -495,3 +495,65 @@ def test_a_har_stays_within_its_bound(site: Site) -> None:
     assert 0 < len(tiny_log["entries"]) < 7
     for data in (bounded, tiny):
         validate_har(json.loads(data))
+
+
+# --- quality flags --------------------------------------------------------------------------------------
+
+
+CHALLENGES = sorted(path.name.removesuffix(".html.gz")
+                    for path in (ROOT / "tests" / "material" / "bot_challenges").glob("*.html.gz"))
+
+
+def quality(client: httpx.Client, org: Org, url: str, **params: str) -> tuple[dict, httpx.Response]:
+    response = take(client, org, url=url, metadata_quality="true", response_type="json", **params)
+    assert response.status_code == 200, response.text
+    found = response.json()["metadata"]["quality"]
+    assert response.headers["x-service-quality"] == (",".join(found["flags"]) or "ok")
+    assert list(found["details"]) == found["flags"]
+    return found, response
+
+
+@pytest.mark.parametrize(("page", "params", "flags"), [
+    ("/quality/blank.html", {}, ["blank"]),
+    ("/quality/blank.html", {"format": "html"}, ["blank"]),
+    ("/quality/captcha-wall.html", {}, ["bot_challenge"]),
+    ("/quality/contact-form.html", {}, []),
+    ("/quality/datadome.html", {}, ["bot_challenge"]),
+    ("/quality/consent-wall.html", {}, ["consent_wall"]),
+    ("/quality/consent-bar.html", {}, []),
+    ("/quality/consent-wall.html", {"block_cookie_banners": "true"}, []),
+    ("/quality/pending.html", {}, ["pending_requests"]),
+    ("/status?code=404", {"ignore_host_errors": "true"}, ["http_error"]),
+    ("/evidence/outline.html", {}, []),
+], ids=["blank-image", "blank-document", "captcha-wall", "captcha-on-a-form", "datadome", "consent-wall",
+        "consent-bar", "consent-wall-refused", "pending", "http-error", "a-page"])
+def test_each_quality_flag_on_a_page_made_for_it(client: httpx.Client, org: Org, site: Site, page: str,
+                                                 params: dict[str, str], flags: list[str]) -> None:
+    found, _ = quality(client, org, site.url(page), **params)
+    assert found["flags"] == flags, found
+    details = found["details"]
+    if "blank" in flags and not params:
+        assert details["blank"]["colour"] == [255, 255, 255]
+    if "bot_challenge" in flags:
+        assert details["bot_challenge"]["vendor"] == ("DataDome" if "datadome" in page else "CAPTCHA")
+    if "http_error" in flags:
+        assert details["http_error"] == {"status": 404}
+    if "consent_wall" in flags:
+        assert details["consent_wall"]["dialog"] and "cookies" in details["consent_wall"]["text"]
+    if "pending_requests" in flags:
+        assert details["pending_requests"] == {"count": 1, "urls": [site.url("/slow?ms=15000")]}
+
+
+@pytest.mark.parametrize("name", CHALLENGES)
+def test_real_bot_challenges_are_flagged(client: httpx.Client, org: Org, site: Site, name: str) -> None:
+    found, _ = quality(client, org, site.url(f"/challenge/{name}.html"), ignore_host_errors="true")
+    assert found["flags"][:1] == ["bot_challenge"] and "http_error" in found["flags"], found
+    assert found["details"]["bot_challenge"]["vendor"] == "Cloudflare"
+    assert found["details"]["http_error"] == {"status": 403}
+
+
+@pytest.mark.parametrize("name", pages.REAL_PAGES)
+def test_no_quality_flag_fires_on_the_saved_real_pages(client: httpx.Client, org: Org, site: Site,
+                                                       name: str) -> None:
+    found, _ = quality(client, org, site.url(f"/real/{name}.html"))
+    assert found == {"flags": [], "details": {}}

@@ -330,5 +330,19 @@
     return found;
   };
 
-  return { clearBanners, unlockAfterPlatforms }[task](argument);
+  // Consent banners shown now that wall the page off (metadata_quality): a modal dialog, a box over a quarter
+  // or more of the viewport, or a banner while the page's scrolling is locked. A bar along an edge is not one.
+  const consentWalls = () => {
+    const locked = [document.documentElement, document.body].some((el) => el && (
+      ['hidden', 'clip'].includes(getComputedStyle(el).overflowY) || getComputedStyle(el).position === 'fixed'));
+    return banners({ signUp: false, seen: false }, everywhere()).filter(shownNow).map((el) => {
+      const box = el.getBoundingClientRect();
+      const visibleArea = Math.max(0, Math.min(box.right, width) - Math.max(box.left, 0))
+        * Math.max(0, Math.min(box.bottom, height) - Math.max(box.top, 0));
+      return { coverage: Math.round(visibleArea / (width * height) * 100) / 100, dialog: isDialog(el), locked,
+               text: (el.innerText || '').trim().slice(0, 120) };
+    }).filter((wall) => wall.dialog || wall.locked || wall.coverage >= 0.25);
+  };
+
+  return { clearBanners, unlockAfterPlatforms, consentWalls }[task](argument);
 }
