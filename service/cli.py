@@ -203,6 +203,10 @@ def cmd_take(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         options = parse_take_options(params)
+        if options.certify:
+            print("error: certify needs the service's key and storage: ask the API (`screenshot-service run`) "
+                  "for a certified capture", file=sys.stderr)
+            return 2
         print(f"Capturing {options.url or 'the document'} ...", file=sys.stderr, flush=True)
         output = asyncio.run(take_once(options, settings.render))
     except ServiceError as error:
@@ -212,6 +216,12 @@ def cmd_take(args: argparse.Namespace) -> int:
     size = f"{output.width}x{output.height} " if output.width else ""
     print(f"Saved {output_path} ({size}{output.format}, {len(output.body)} bytes) in "
           f"{time.monotonic() - started:.2f} s", file=sys.stderr)
+    for name, (body, extension, _) in output.artefacts.items():  # the HAR, the content, ... beside the output
+        beside = output_path.with_name(f"{output_path.stem}.{name}.{extension}")
+        beside.write_bytes(body)
+        print(f"Saved {beside} ({name}, {len(body)} bytes)", file=sys.stderr)
+    if output.metadata:  # what metadata_* found, as the JSON body's `metadata`
+        print(json.dumps(output.metadata, indent=2, ensure_ascii=False))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import shlex
@@ -222,3 +223,16 @@ def test_run_starts_everything_prints_a_working_curl_and_stops_cleanly(tmp_path:
     leftovers = processes_with(str(data_dir))
     assert leftovers == [], leftovers
     assert (data_dir / "redis" / "appendonlydir").is_dir()  # Redis kept its data with AOF
+
+
+def test_take_saves_what_the_page_told_beside_the_output(tmp_path: Path, site: Site) -> None:
+    output = tmp_path / "shot.png"
+    result = cli("take", site.url("/evidence/console.html"), "-o", str(output), "--har", "--metadata-console",
+                 "--metadata-accessibility", env=cli_env(tmp_path))
+    har = json.loads((tmp_path / "shot.har.har").read_text())
+    assert har["log"]["entries"][0]["request"]["url"] == site.url("/evidence/console.html")
+    assert (tmp_path / "shot.accessibility.yaml").read_text().startswith("- paragraph: console")
+    assert f"Saved {tmp_path / 'shot.har.har'}" in result.stderr
+    assert json.loads(result.stdout)["console"]["errors"] == 2
+    refused = cli("take", site.url("/tall.html"), "-o", str(output), "--certify", env=cli_env(tmp_path), check=False)
+    assert refused.returncode == 2 and "certify needs the service" in refused.stderr

@@ -111,6 +111,26 @@ def test_json_webhook_unsigned_when_asked(isolated_http: httpx.Client, isolated_
     assert "x-service-signature" not in delivery.headers
 
 
+def test_what_happened_on_the_page_reaches_the_webhook(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                                       receiver: Receiver) -> None:
+    """Console, timings, quality, the HAR and the certificate travel with an async capture as with a waiting one."""
+    response = take(isolated_http, isolated_org, site, "/evidence/console.html", **{
+        "async": "true", "webhook_url": receiver.url("/evidence"), "response_type": "json", "har": "true",
+        "metadata_console": "true", "metadata_timings": "true", "metadata_quality": "true", "certify": "true"})
+    assert response.status_code == 202
+    [delivery] = receiver.wait_for("/evidence")
+    body = delivery.json()
+    assert body["metadata"]["console"]["errors"] == 2 and body["metadata"]["quality"]["flags"] == []
+    assert body["metadata"]["timings"]["fired"] == "load" and "capture" in body["metadata"]["timings"]["stages_ms"]
+    assert "capture;dur=" in delivery.headers["server-timing"]
+    assert delivery.headers["x-service-console-errors"] == "2"
+    har = httpx.get(body["har"]["url"]).json()
+    assert har["log"]["entries"][0]["request"]["url"] == site.url("/evidence/console.html")
+    certificate = httpx.get(body["certificate"]["url"]).json()
+    assert {a["name"] for a in certificate["manifest"]["artefacts"]} == {"output", "har"}
+    assert certificate["manifest"]["metadata"]["console"]["errors"] == 2
+
+
 def test_failures_reach_the_webhook_only_with_webhook_errors(isolated_http: httpx.Client, isolated_org: Org,
                                                              site: Site, receiver: Receiver) -> None:
     failing = {"async": "true", "url": site.url("/status?code=500")}
