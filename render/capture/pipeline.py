@@ -41,7 +41,7 @@ from render.page.failure_rules import FailedRequestWatch, check_content, check_g
 from render.page.har import HarRecorder
 from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
-from render.page.quality import PendingRequests
+from render.page.quality import PENDING_GRACE_SECONDS, PendingRequests
 from render.page.shield import Shield
 from render.page.watch import PageWatch, watch
 from render.settings import RenderSettings
@@ -181,7 +181,8 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     """The output `options` ask of a loaded page, with its metadata."""
     settings = env.settings
     clock = loaded.clock.copy()  # each output of the page goes on from its loading
-    pending = loaded.pending.urls() if loaded.pending is not None else []  # as the capture starts
+    pending = loaded.pending.now() if loaded.pending is not None else []  # as the capture starts
+    started = time.monotonic()
     if options.format in IMAGE_FORMATS:
         output = await _image(options, tab, settings, deadline, loaded.watermark, clock)
     else:
@@ -189,8 +190,11 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             output = await _document(options, tab)
     if findings.wanted(options):
         with clock.stage("metadata"):
+            still_pending = await loaded.pending.still_open(pending, started + PENDING_GRACE_SECONDS) if (
+                loaded.pending is not None) else []
             output.metadata, output.artefacts = await findings.collect(
-                options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har, pending)
+                options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har,
+                still_pending)
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "

@@ -304,8 +304,8 @@ class TakeOptions(BaseModel):
     metadata_quality: Bool = param(False, "Metadata", "Flags of a shot worth a second look, in metadata.quality "
                                    "and x-service-quality: blank (nothing shown), bot_challenge (a bot check or "
                                    "CAPTCHA wall), http_error (the page answered 4xx/5xx), consent_wall (a consent "
-                                   "banner still covers the page), pending_requests (requests in flight at the "
-                                   "capture).")
+                                   "banner still covers the page), pending_requests (requests in flight as the "
+                                   "capture starts and half a second later).")
     metadata_console: Bool = param(False, "Metadata", "The page's console messages and uncaught exceptions "
                                    "(type, text, source location, time): metadata.console; the number of errors "
                                    "in x-service-console-errors.")

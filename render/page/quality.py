@@ -2,11 +2,14 @@
 itself. `blank` (nothing shown: a near-uniform image, or a document without text or media), `bot_challenge`
 (a bot check or CAPTCHA wall instead of the page: render/page/rules/challenges.toml), `http_error` (the main
 document answered 4xx or 5xx, captured with ignore_host_errors), `consent_wall` (a consent banner still covers
-the page) and `pending_requests` (requests still in flight when the capture was taken).
+the page) and `pending_requests` (requests in flight as the capture started, and still half a second later).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -22,6 +25,9 @@ HELPER = "pending_requests"
 FLAGS = ("blank", "bot_challenge", "http_error", "consent_wall", "pending_requests")
 WALL_TEXT = 1500  # a page with a CAPTCHA widget and at most this much text to read is a CAPTCHA wall
 MAX_PENDING_LISTED = 10
+# A request in flight as the capture starts counts when it is still in flight this long after: one that ends a
+# moment later (an image answering as the shutter falls) is not what pending_requests warns of.
+PENDING_GRACE_SECONDS = 0.5
 _PAGE_SIDE = (Path(__file__).parent / "js" / "quality.js").read_text()
 
 
@@ -41,6 +47,7 @@ class PendingRequests:
     def __init__(self, page: Page) -> None:
         self._page = page
         self._open: dict[Request, None] = {}  # in the order they started
+        self._changed = asyncio.Event()
         self._listening = [("request", self._started), ("requestfinished", self._ended),
                            ("requestfailed", self._ended)]
         for event, handler in self._listening:
@@ -51,14 +58,24 @@ class PendingRequests:
 
     def _ended(self, request: Request) -> None:
         self._open.pop(request, None)
+        self._changed.set()
 
     def switch_off(self) -> None:
         for event, handler in self._listening:
             self._page.remove_listener(event, handler)
         self._listening = []
 
-    def urls(self) -> list[str]:
-        return [request.url for request in self._open]
+    def now(self) -> list[Request]:
+        """The requests in flight now."""
+        return list(self._open)
+
+    async def still_open(self, requests: list[Request], until: float) -> list[str]:
+        """The URLs of `requests` still in flight at `until` (time.monotonic()), or sooner once all have ended."""
+        while (left := until - time.monotonic()) > 0 and any(request in self._open for request in requests):
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+        return [request.url for request in requests if request in self._open]
 
 
 def watch_pending(tab: Tab) -> PendingRequests:
