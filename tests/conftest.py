@@ -18,11 +18,21 @@ import redis.asyncio as aioredis
 
 from service.organisations import OrganisationStore
 from service.settings import default_workers
+from tests.plain import PlainBrowser
 from tests.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
 from tests.site import Site
 from tests.tls import authority
 
 __all__ = ["ROOT", "Org", "RunningService", "free_port"]
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[PlainBrowser]:
+    """A plain Playwright script's browser on the same Chromium (tests/plain.py), the reference of the
+    fidelity checks; one per module, closed after it."""
+    browser = PlainBrowser()
+    yield browser
+    browser.close()
+
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

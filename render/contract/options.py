@@ -296,16 +296,12 @@ class TakeOptions(BaseModel):
                                                                  "Format of metadata_content.")
     metadata_http_response_status_code: Bool = param(False, "Metadata", "Main document's status code.")
     metadata_http_response_headers: Bool = param(False, "Metadata", "Main document's headers.")
-    metadata_accessibility: Bool = param(False, "Metadata", "The page's accessibility tree as Playwright's ARIA "
-                                         "snapshot (YAML: landmarks, headings, links, controls, image texts), "
-                                         "of `selector`'s element when given: metadata.accessibility, and stored "
-                                         "with its URL in accessibility.url and x-service-accessibility-url. "
-                                         "format=aria returns it alone.")
-    metadata_quality: Bool = param(False, "Metadata", "Flags of a shot worth a second look, in metadata.quality "
-                                   "and x-service-quality: blank (nothing shown), bot_challenge (a bot check or "
-                                   "CAPTCHA wall), http_error (the page answered 4xx/5xx), consent_wall (a consent "
-                                   "banner still covers the page), pending_requests (requests in flight as the "
-                                   "capture starts and half a second later).")
+    metadata_accessibility: Bool = param(False, "Metadata", "The accessibility tree (Playwright's ARIA snapshot, "
+                                         "of `selector`'s element when given): metadata.accessibility, stored at "
+                                         "accessibility.url / x-service-accessibility-url; format=aria alone.")
+    metadata_quality: Bool = param(False, "Metadata", "Flags in metadata.quality and x-service-quality: blank, "
+                                   "bot_challenge, http_error (4xx/5xx), consent_wall (a banner still covers the "
+                                   "page), pending_requests (in flight at the capture and 0.5 s later).")
     metadata_console: Bool = param(False, "Metadata", "The page's console messages and uncaught exceptions "
                                    "(type, text, source location, time): metadata.console; the number of errors "
                                    "in x-service-console-errors.")
@@ -320,11 +316,9 @@ class TakeOptions(BaseModel):
     har_content: Literal["omit", "embed"] = param("omit", "Evidence", "embed: the answers' bodies in the HAR "
                                                   "too (text as it is, the rest base64), largest left out first "
                                                   "when it would pass the size bound.")
-    certify: Bool = param(False, "Evidence", "Sign a manifest of the capture with the service's Ed25519 key: the "
-                          "SHA-256 of every artefact returned, the options without secrets, the requested and final "
-                          "URL with the main document's status, UTC times, service and Chromium versions. Stored "
-                          "beside the result: certificate.url, x-service-certificate-url; checked offline by "
-                          "`screenshot-service verify`.")
+    certify: Bool = param(False, "Evidence", "A manifest of the capture (every artefact's SHA-256, the options "
+                          "without secrets, URLs, status, UTC times, versions) signed with the service's Ed25519 "
+                          "key: certificate.url, x-service-certificate-url; `screenshot-service verify` checks it.")
 
     # Error control
     ignore_host_errors: Bool = param(False, "Errors", "Capture even when the target answers non-2xx.")

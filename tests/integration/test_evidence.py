@@ -11,7 +11,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -39,13 +38,6 @@ from tests.site import CONSOLE_PAGE, Site
 pytestmark = pytest.mark.browser
 GREEN, RED = (0, 255, 0), (255, 0, 0)
 SERVER_TIMING_METRIC = re.compile(r'^(?P<name>[a-z_]+)(;dur=(?P<dur>\d+(\.\d+)?))?(;desc="(?P<desc>[^"]*)")?$')
-
-
-@pytest.fixture(scope="module")
-def plain() -> Iterator[PlainBrowser]:
-    browser = PlainBrowser()
-    yield browser
-    browser.close()
 
 
 def take(client: httpx.Client, org: Org, **params: object) -> httpx.Response:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -21,13 +20,6 @@ from tests.plain import PlainBrowser, differing_pixels
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def plain() -> Iterator[PlainBrowser]:
-    browser = PlainBrowser()
-    yield browser
-    browser.close()
 
 
 def take(client: httpx.Client, org: Org, **params: object) -> pyvips.Image:
