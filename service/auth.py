@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 
@@ -71,3 +74,26 @@ def caller(arrays: frozenset[str] = frozenset()) -> Callable[[Request], Awaitabl
         return Caller(params, await authenticate(params, request.app.state.context.organisations))
 
     return dependency
+
+
+async def body_caller(request: Request) -> tuple[Organisation, dict[str, Any], str]:
+    """A request whose parameters are nested JSON (bulk, compare, monitors): its organisation, its body and its
+    access key (the X-Access-Key header, the query or the body's `access_key`). Such a body is signed whole:
+    `?signature=` is the hex HMAC-SHA256 of the raw body (like webhooks), in the query only, since a signature
+    inside the body could not cover it."""
+    raw_body = await request.body()
+    body = parse_body(raw_body)
+    params = collect(method="POST", raw_query=request.url.query, body={"access_key": body.get("access_key")},
+                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
+    org = await organisation_of(params.access_key, request.app.state.context.organisations)
+    signature = request.query_params.get("signature")
+    if signature is None:
+        if org.require_signature:
+            raise SignatureRequired("This organisation accepts only signed requests: add ?signature= with the "
+                                    "hex HMAC-SHA256 of the raw JSON body, keyed with your signing key.")
+    else:
+        expected = hmac.new((org.signing_key or "").encode(), raw_body, hashlib.sha256).hexdigest()
+        if not org.signing_key or not hmac.compare_digest(signature.encode(), expected.encode()):
+            raise SignatureNotValid("The signature does not match the body: sign the raw JSON body with your "
+                                    "signing key (hex HMAC-SHA256).")
+    return org, body, params.access_key or ""

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
+from render.contract.comparing import CompareRequest
 from render.contract.formats import media_types
 from render.contract.options import TakeOptions
 from service.error_reference import ENTRIES
@@ -145,6 +146,15 @@ def json_responses(schema: str, *statuses: int) -> dict[int | str, dict[str, Any
         "$ref": f"#/components/schemas/{schema}"}}}}, **_errors(*statuses)}
 
 
+def compare_responses() -> dict[int | str, dict[str, Any]]:
+    """POST /compare: the change as JSON, or the diff image."""
+    return {200: {"description": "response_type=json: the change and the three images' links; by_format: the "
+                                 "diff image, the change in x-service-change-* headers.",
+                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Comparison"}},
+                              "image/png": {"schema": _BINARY}}},
+            **_errors(400, 413, 500)}
+
+
 def text_responses(media_type: str, *statuses: int) -> dict[int | str, dict[str, Any]]:
     """An operation answering a page or text (`media_type`), or the error body."""
     return {200: {"description": "OK", "content": {media_type: {"schema": {"type": "string"}}}},
@@ -169,6 +179,12 @@ def _components(bulk_max: int) -> dict[str, Any]:
     text, number = {"type": "string"}, {"type": "integer"}
     take = options_schema("take")
     credentials = ("access_key", "signature")
+    compare_request = CompareRequest.model_json_schema()
+    for side in ("before", "after"):
+        compare_request["properties"][side] = {**compare_request["properties"][side], "type": "object", "anyOf": [
+            {"$ref": "#/components/schemas/BulkEntry"},
+            {"type": "object", "required": ["reference"], "properties": {"reference": text},
+             "additionalProperties": False}]}
     entry = {"$ref": "#/components/schemas/BulkEntry"}
     return {
         "BulkEntry": {**take, "title": "BulkEntry", "description": "/take parameters, without the credentials "
@@ -242,6 +258,22 @@ def _components(bulk_max: int) -> dict[str, Any]:
                 "requests": {"type": "array", "minItems": 1, "maxItems": bulk_max, "items": entry,
                              "description": "One object of /take parameters per capture (SCREENSHOT_BULK_MAX_"
                                             "REQUESTS at most)."}}},
+        "CompareRequest": compare_request,
+        "Change": {"type": "object", "title": "Change", "description": "What changed from one shot to the next.",
+                   "properties": {
+                       "changed_share": {"type": "number", "description": "Share (0-1) of the newer shot's pixels "
+                                                                          "that changed."},
+                       "ssim": {"type": "number", "description": "Structural similarity, 1: the same picture."},
+                       "boxes": {"type": "array", "items": {"type": "object", "properties": {
+                           "x": number, "y": number, "width": number, "height": number}},
+                           "description": "The changed regions, largest first (100 at most)."},
+                       "inserted_rows": number, "removed_rows": number, "width": number, "height": number}},
+        "Comparison": {"type": "object", "title": "Comparison", "required": ["is_successful", "changed", "change"],
+                       "properties": {"is_successful": {"type": "boolean"}, "reference": text,
+                                      "changed": {"type": "boolean"},
+                                      "change": {"$ref": "#/components/schemas/Change"},
+                                      **{name: {"$ref": "#/components/schemas/StoredLink"}
+                                         for name in ("diff", "before", "after")}}},
         "BulkAnswer": {"type": "array", "title": "BulkAnswer", "items": {
             "type": "object", "required": ["url"], "properties": {
                 "url": {"type": ["string", "null"], "description": "The entry as a /take URL (lazy)."},

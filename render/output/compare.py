@@ -145,11 +145,12 @@ def ssim(a: pyvips.Image, b: pyvips.Image) -> float:
     return float(index.avg())
 
 
-def compare(before: bytes, after: bytes) -> Comparison:
-    """Compare two encoded shots (any format libvips reads), the second the newer."""
+def compare(before: bytes, after: bytes, threshold: int = THRESHOLD) -> Comparison:
+    """Compare two encoded shots (any format libvips reads), the second the newer; a pixel changed when one of
+    its channels differs by more than `threshold` (0-255)."""
     old, new = _same_width(_rgb(before), _rgb(after))
     laid, inserted, removed = aligned(old, new)
-    mask = ((laid - new).abs() > THRESHOLD).bandor().copy_memory()
+    mask = ((laid - new).abs() > threshold).bandor().copy_memory()
     tinted = mask.ifthenelse((new * 0.45 + [value * 0.55 for value in TINT]).cast("uchar"), new)
     return Comparison(
         width=new.width, height=new.height, changed_share=round(mask.avg() / 255, 6), ssim=round(ssim(laid, new), 6),

@@ -22,6 +22,7 @@ from render.browser.pool import TabPool
 from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.contract import sealing
+from render.contract.comparing import COMPARE_KIND
 from render.contract.errors import (
     BrowserGone,
     CaptureTimeout,
@@ -38,6 +39,7 @@ from render.page.blocking import FilterLists
 from render.page.consent import consent_rule_set
 from render.queue.records import local_heartbeat_file
 from render.settings import RenderSettings
+from render.worker.comparing import run_compare_job
 from render.worker.finishing import Finisher
 from render.worker.heartbeat import beat_forever
 from storage import Storage
@@ -201,15 +203,10 @@ class WorkerRuntime:
             self.finisher.publish(job, result)
             return result
         try:
-            model, work = self.kinds[job.kind]
-            options = model.model_validate(
-                sealing.open_job(job.options, job.sealed, self.settings.job_secret, job.reference))
-            if job.variants:
-                result = self._handle_variants(job, options, started)
+            if job.kind == COMPARE_KIND:  # two stored shots: no browser
+                result = run_compare_job(job, self.storage)
             else:
-                output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline),
-                                   owner=job.organisation)
-                result = self.finisher.result(job, options, output, started, self.last_acquire_seconds)
+                result = self._render_job(job, started)
         except ServiceError as error:
             if error.report:
                 log.error("job %s failed: %s", job.reference, error.message)
@@ -222,6 +219,16 @@ class WorkerRuntime:
         result.started_at, result.finished_at = started_at, time.time()
         self.finisher.publish(job, result)
         return result
+
+    def _render_job(self, job: JobRequest, started: float) -> JobResult:
+        model, work = self.kinds[job.kind]
+        options = model.model_validate(
+            sealing.open_job(job.options, job.sealed, self.settings.job_secret, job.reference))
+        if job.variants:
+            return self._handle_variants(job, options, started)
+        output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline),
+                           owner=job.organisation)
+        return self.finisher.result(job, options, output, started, self.last_acquire_seconds)
 
     def _handle_variants(self, job: JobRequest, options: TakeOptions, started: float) -> JobResult:
         """The first output's result, carrying the others' in `variants` (each may have failed alone)."""

@@ -26,11 +26,9 @@ from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid,
 from render.contract.options import TakeOptions, parse_take_options
 from render.contract.wire import JobRequest, JobResult
 from service import openapi
-from service.auth import organisation_of
+from service.auth import body_caller
 from service.context import AppContext
-from service.errors import SignatureNotValid, SignatureRequired
 from service.organisations import Organisation
-from service.params import collect, parse_body
 from service.results import Presented, present_error, present_success
 from service.routes.capture import job_options, new_reference, run_capture
 
@@ -73,32 +71,13 @@ def _entry_response(presented: Presented) -> dict[str, Any]:
             "body": base64.b64encode(presented.body).decode()}
 
 
-def _check_signature(org: Organisation, raw_body: bytes, signature: str | None) -> None:
-    """Bulk bodies are nested JSON: a signature covers the raw body (hex HMAC-SHA256, like webhooks)."""
-    if signature is None:
-        if org.require_signature:
-            raise SignatureRequired("This organisation accepts only signed requests: add ?signature= with the "
-                                    "hex HMAC-SHA256 of the raw JSON body, keyed with your signing key.")
-        return
-    expected = hmac.new((org.signing_key or "").encode(), raw_body, hashlib.sha256).hexdigest()
-    if not org.signing_key or not hmac.compare_digest(signature.encode(), expected.encode()):
-        raise SignatureNotValid("The signature does not match the body: sign the raw JSON body with your "
-                                "signing key (hex HMAC-SHA256).")
-
-
 @router.post("/bulk", openapi_extra={"security": openapi.SECURED, "requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/BulkRequest"}}}}},
              responses=openapi.json_responses("BulkAnswer", 400, 413),
              summary="Several screenshots in one request (lazy URLs, or executed at once)")
 async def bulk(request: Request) -> Response:
     context: AppContext = request.app.state.context
-    raw_body = await request.body()
-    body = parse_body(raw_body)
-    params = collect(method="POST", raw_query=request.url.query, body={"access_key": body.get("access_key")},
-                     header_key=request.headers.get("x-access-key"), array_params=frozenset())
-    org = await organisation_of(params.access_key, context.organisations)
-    # In the query only: a signature inside the body could not cover the body.
-    _check_signature(org, raw_body, request.query_params.get("signature"))
+    org, body, access_key = await body_caller(request)
     unknown = sorted(set(body) - set(BULK_FIELDS))
     if unknown:
         raise RequestNotValid(f"Unknown bulk fields: {', '.join(unknown)}.",
@@ -125,7 +104,6 @@ async def bulk(request: Request) -> Response:
     trace_id = request.state.trace_id
     entries = [_validated(params_, execute) for params_ in merged]
     if not execute:
-        access_key = params.access_key or ""
         return JSONResponse([
             {"url": lazy_url(context.settings.service.base_url, params_, org, access_key)} if error is None
             else {"url": None, "response": _entry_response(present_error(error, "", trace_id, None))}
@@ -134,7 +112,6 @@ async def bulk(request: Request) -> Response:
 
     async def run_one(params_: dict[str, Any], options: TakeOptions | None, error: ServiceError | None
                       ) -> dict[str, Any]:
-        access_key = params.access_key or ""
         url = lazy_url(context.settings.service.base_url, params_, org, access_key)
         if options is None:
             assert error is not None
@@ -164,7 +141,7 @@ async def bulk(request: Request) -> Response:
                 answers[index] = await run_one(merged[index], entries[index][0], None)
             return
         for index, (reference, outcome) in zip(group, outcomes, strict=True):
-            url = lazy_url(context.settings.service.base_url, merged[index], org, params.access_key or "")
+            url = lazy_url(context.settings.service.base_url, merged[index], org, access_key)
             entry_options = entries[index][0]
             assert entry_options is not None
             presented = (present_error(outcome, reference, trace_id, entry_options) if isinstance(outcome, ServiceError)
@@ -252,15 +229,22 @@ def _validated(params: dict[str, Any], execute: bool) -> tuple[TakeOptions | Non
     """The entry's options, or the error /take would have answered. Executed entries are answered in
     the bulk response itself: async, webhooks and the cache belong to lazy entries (plain /take URLs)."""
     try:
-        options = parse_take_options({k: _as_param(v) for k, v in params.items()})
-        request_params.check(options)
-        for name, alias in (("async_", "async"), ("webhook_url", "webhook_url"), ("cache", "cache")):
-            if execute and getattr(options, name):
-                raise RequestNotValid(f"{alias} is not available with execute=true; use lazy entries.",
-                                      [ErrorDetail(alias, "not available with execute=true")])
-        return options, None
+        return entry_options(params, "with execute=true; use lazy entries" if execute else None), None
     except ServiceError as error:
         return None, error
+
+
+def entry_options(params: dict[str, Any], answered_here: str | None = None) -> TakeOptions:
+    """/take options of an entry of a JSON body (bulk, compare, monitors), or the error /take would answer.
+    `answered_here`: the entry is answered by the request itself, so async, webhooks and the cache are refused,
+    the message saying why ("with execute=true; ...")."""
+    options = parse_take_options({k: _as_param(v) for k, v in params.items()})
+    request_params.check(options)
+    for name, alias in (("async_", "async"), ("webhook_url", "webhook_url"), ("cache", "cache")):
+        if answered_here is not None and getattr(options, name):
+            raise RequestNotValid(f"{alias} is not available {answered_here}.",
+                                  [ErrorDetail(alias, f"not available {answered_here.split(';')[0]}")])
+    return options
 
 
 def _as_param(value: Any) -> Any:
