@@ -5,6 +5,10 @@ type, async or webhook fields) plus the organisation and `cache_key`. The object
 `cache/`; a Redis record with the entry's TTL says it is live, so an expired entry is never served
 (bucket lifecycle rules on `cache/` reclaim the objects). Identical requests arriving together render
 once: the first takes a lock, the others wait for its record.
+
+Stale-while-revalidate (`cache_stale_ttl`): for that many seconds past its TTL an entry is still served, at
+once, marked stale; the first request to see it stale refreshes it in the background (the same lock, taken
+without waiting, so one refresh runs however many requests see it), and the refreshed entry replaces it.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -27,8 +32,9 @@ DEFAULT_TTL = 14400
 # completion depends on the prompt, which stays in the key).
 NOT_IN_KEY = frozenset({"access_key", "signature", "cache", "cache_ttl", "response_type", "async", "webhook_url",
                         "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key",
-                        "attachment_name"})
+                        "attachment_name", "cache_stale_ttl"})
 POLL_SECONDS = 0.05
+_DELETE_IF_HOLDER = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def cache_key(organisation: str, options: TakeOptions) -> str:
@@ -50,20 +56,37 @@ class Cache:
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
+        self._refreshing: set[asyncio.Task[None]] = set()  # background refreshes, kept until they end
 
-    async def get(self, digest: str) -> tuple[JobResult, str] | None:
-        """A live entry: the stored result and the reference of the render that made it."""
+    def refresh_soon(self, refresh: Coroutine[Any, Any, None]) -> None:
+        """Run a stale entry's refresh in the background (the answer does not wait for it)."""
+        task = asyncio.create_task(refresh)
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
+
+    async def get(self, digest: str) -> tuple[JobResult, str, bool] | None:
+        """A live entry: the stored result, the reference of the render that made it, and whether it is past its
+        TTL (served only within its `cache_stale_ttl`)."""
         raw = await self._redis.get(cache_record_key(digest))
         if raw is None:
             return None
         record = orjson.loads(raw)
-        if record["expires"] <= time.time():
+        now = time.time()
+        if record["expires"] + record.get("stale_for", 0) <= now:
             return None
-        return JobResult.from_meta(record["result"]), record["reference"]
+        return JobResult.from_meta(record["result"]), record["reference"], record["expires"] <= now
 
-    async def put(self, digest: str, result: JobResult, reference: str, ttl: int) -> None:
-        record = {"result": result.meta(), "reference": reference, "expires": time.time() + ttl}
-        await self._redis.set(cache_record_key(digest), orjson.dumps(record), ex=ttl)
+    async def put(self, digest: str, result: JobResult, reference: str, ttl: int, stale_ttl: int = 0) -> None:
+        now = time.time()
+        record = {"result": result.meta(), "reference": reference, "expires": now + ttl, "stale_for": stale_ttl}
+        await self._redis.set(cache_record_key(digest), orjson.dumps(record), ex=ttl + stale_ttl)
+
+    async def take_refresh(self, digest: str, reference: str, seconds: float) -> bool:
+        """The lock of `digest` for a background refresh, without waiting: False when a render holds it."""
+        return bool(await self._redis.set(cache_lock_key(digest), reference, nx=True, ex=max(1, int(seconds))))
+
+    async def end_refresh(self, digest: str, reference: str) -> None:
+        await self._redis.eval(_DELETE_IF_HOLDER, 1, cache_lock_key(digest), reference)
 
     @asynccontextmanager
     async def single_flight(self, digest: str, reference: str, wait_seconds: float) -> AsyncIterator[bool]:

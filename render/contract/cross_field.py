@@ -36,6 +36,8 @@ def take_problems(options: Any) -> list[ErrorDetail]:
         problems.append(ErrorDetail("delay", f"must be shorter than timeout ({options.timeout} s)"))
     if options.cache and (options.async_ or options.webhook_url):
         problems.append(ErrorDetail("cache", "cannot be combined with async or webhook_url"))
+    if options.cache_stale_ttl is not None and not options.cache:
+        problems.append(ErrorDetail("cache_stale_ttl", "requires cache=true"))
     if options.proxy is not None and options.ip_country_code is not None:
         problems.append(ErrorDetail("proxy", "give either proxy or ip_country_code, not both"))
     for name in ("watermark", "watermark_image_url", "blur"):

@@ -251,6 +251,8 @@ class TakeOptions(BaseModel):
     cache_ttl: int | None = param(None, "Cache", "Seconds a cached result lives (14400-2592000).",
                                   ge=CACHE_TTL_MIN, le=CACHE_TTL_MAX)
     cache_key: str | None = param(None, "Cache", "Distinguishes cached versions.")
+    cache_stale_ttl: int | None = param(None, "Cache", "Seconds past cache_ttl an expired result is still "
+                                        "served, at once, while one request refreshes it.", ge=0, le=CACHE_TTL_MAX)
 
     # Async and webhooks
     async_: Bool = param(False, "Async", "Answer 202 at once; the result goes to the webhook.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from service.results import Presented, present_success
 from service.webhooks import schedule_of
 from storage import StorageError
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
 ANIMATE_ARRAYS = list_fields(AnimateOptions)
@@ -141,10 +143,11 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
 
 
 async def take_cached(context: AppContext, org: Organisation, options: TakeOptions, trace_id: str) -> Response:
-    """Serve a live entry, or render once (however many identical requests arrive) and keep it."""
+    """Serve a live entry, or render once (however many identical requests arrive) and keep it. An entry past its
+    TTL but within cache_stale_ttl is served at once and refreshed in the background."""
     digest = cache.cache_key(org.id, options)
     hit = await cached_result(context, options, digest)
-    context.metrics.cache.labels("hit" if hit else "miss").inc()
+    context.metrics.cache.labels("miss" if hit is None else "stale" if hit[2] else "hit").inc()
     if hit is None:
         reference = new_reference()
         wait = options.timeout + context.settings.service.result_wait_grace
@@ -152,23 +155,55 @@ async def take_cached(context: AppContext, org: Organisation, options: TakeOptio
             if not leader:
                 hit = await cached_result(context, options, digest)
             if hit is None:
-                result = await run_capture(context, org, options, reference, trace_id,
-                                           store_key=cache.object_key(org.id, digest, options),
-                                           keep_body=options.response_type == "by_format")
-                await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL)
+                result = await render_into_cache(context, org, options, digest, reference, trace_id)
                 cache_url = context.links.url(result.storage_key or "")[0]
                 return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
-    result, reference = hit
+    result, reference, stale = hit
+    if stale:
+        context.cache.refresh_soon(refresh(context, org, options, digest, trace_id))
     cache_url = context.links.url(result.storage_key or "")[0]
-    return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
+    presented = present_success(options, result, reference, trace_id, context.links, cache_url)
+    presented.headers["x-service-cache-stale"] = "true" if stale else "false"
+    return respond(presented)
 
 
-async def cached_result(context: AppContext, options: TakeOptions, digest: str) -> tuple[JobResult, str] | None:
-    """A live entry whose object is still stored, with its bytes when the caller wants them."""
+async def render_into_cache(context: AppContext, org: Organisation, options: TakeOptions, digest: str,
+                            reference: str, trace_id: str) -> JobResult:
+    """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it)."""
+    result = await run_capture(context, org, options, reference, trace_id,
+                               store_key=cache.object_key(org.id, digest, options),
+                               keep_body=options.response_type == "by_format")
+    await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
+                            options.cache_stale_ttl or 0)
+    return result
+
+
+async def refresh(context: AppContext, org: Organisation, options: TakeOptions, digest: str, trace_id: str) -> None:
+    """A stale entry rendered again (charged as a capture), unless a render of it already runs."""
+    reference = new_reference()
+    if not await context.cache.take_refresh(digest, reference,
+                                            options.timeout + context.settings.service.result_wait_grace):
+        return
+    try:
+        await render_into_cache(context, org, options.model_copy(update={"response_type": "json"}), digest,
+                                reference, trace_id)
+        log.info("cache entry %s refreshed by %s", digest[:12], reference)
+    except ServiceError as error:  # the stale entry stays until its window ends; the next request tries again
+        log.info("cache entry %s not refreshed: %s: %s", digest[:12], error.code, error.message)
+    except Exception:
+        log.exception("cache entry %s not refreshed", digest[:12])
+    finally:
+        await context.cache.end_refresh(digest, reference)
+
+
+async def cached_result(context: AppContext, options: TakeOptions, digest: str
+                        ) -> tuple[JobResult, str, bool] | None:
+    """A live entry whose object is still stored, with its bytes when the caller wants them; and whether it is
+    stale (past its TTL, within cache_stale_ttl)."""
     hit = await context.cache.get(digest)
     if hit is None or not hit[0].storage_key:
         return None
-    result, reference = hit
+    result, reference, stale = hit
     key = result.storage_key
     assert key is not None
     try:
@@ -180,7 +215,7 @@ async def cached_result(context: AppContext, options: TakeOptions, digest: str) 
         return None
     result.rendering_seconds = 0.0  # nothing was rendered for this answer
     result.timings = dict(CACHE_HIT)
-    return result, reference
+    return result, reference, stale
 
 
 async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,

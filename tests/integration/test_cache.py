@@ -3,6 +3,7 @@ cache_key separates versions, and identical requests arriving together render on
 
 from __future__ import annotations
 
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +17,7 @@ from service.cache import cache_key
 from tests.conftest import Org, RunningService
 from tests.images import decode, near, rgb_at
 from tests.site import Site
+from tests.watch_pages import IMAGE_BOX, LivePage
 
 pytestmark = pytest.mark.browser
 
@@ -104,3 +106,50 @@ def test_cache_refuses_async_and_webhooks(client: httpx.Client, org: Org, site: 
     response = take(client, org, site, "x", **other)
     assert response.status_code == 400
     assert [d["field"] for d in response.json()["error_details"]] == ["cache"]
+
+
+def test_a_stale_entry_is_served_at_once_and_refreshed_once_in_the_background(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                              site: Site,
+                                                                              service: RunningService) -> None:
+    live = LivePage()
+    path = f"/watch/live-{uuid.uuid4().hex}.html"
+    site.server.routes[path] = live
+    org = make_org()
+    params = {"access_key": org.access_key, "url": site.url(path), "viewport_width": "640", "viewport_height": "300",
+              "cache": "true", "cache_stale_ttl": "600"}
+    first = client.get("/v1/screenshot/take", params=params)
+    assert first.status_code == 200 and "x-service-cache-stale" not in first.headers
+    options = parse_take_options({k: v for k, v in params.items() if k != "access_key"})
+    key = f"cache:{cache_key(org.id, options)}"
+    connection = redis.Redis.from_url(service.redis_url)
+    assert 14400 < connection.ttl(key) <= 14400 + 600  # kept through its stale window
+    fresh = client.get("/v1/screenshot/take", params=params)
+    assert fresh.headers["x-service-cache-stale"] == "false" and live.fetches == 1
+    live.version = "image"  # the page changes; then the entry's TTL passes
+    record = orjson.loads(connection.get(key) or b"{}")
+    record["expires"] -= 14401
+    connection.set(key, orjson.dumps(record), keepttl=True)
+    with ThreadPoolExecutor(4) as pool:
+        stale = list(pool.map(lambda _: client.get("/v1/screenshot/take", params=params), range(4)))
+    for answer in stale:  # at once, the old picture
+        assert answer.status_code == 200 and answer.headers["x-service-cache-stale"] == "true"
+        assert answer.headers["x-service-rendering-seconds"] == "0.000" and answer.content == first.content
+    deadline = time.monotonic() + 60
+    while orjson.loads(connection.get(key) or b"{}")["reference"] == record["reference"]:
+        assert time.monotonic() < deadline, "the stale entry was never refreshed"
+        time.sleep(0.1)
+    refreshed = client.get("/v1/screenshot/take", params=params)
+    assert refreshed.headers["x-service-cache-stale"] == "false"
+    assert refreshed.headers["x-service-rendering-seconds"] == "0.000" and refreshed.content != first.content
+    x, y, _, _ = IMAGE_BOX  # the new picture's colour, from the cache
+    assert near(rgb_at(decode(refreshed.content), x + 5, y + 5), (0xd0, 0x30, 0x30))
+    assert live.fetches == 2  # four stale answers, one refresh
+    assert used(client, org) == 2  # the first render and the refresh
+    assert 'screenshot_cache_lookups_total{result="stale"} ' in client.get("/metrics").text
+
+
+def test_cache_stale_ttl_needs_the_cache(client: httpx.Client, org: Org, site: Site) -> None:
+    response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": site.url("/colours.html"),
+                                                          "cache_stale_ttl": "60"})
+    assert response.status_code == 400
+    assert [d["field"] for d in response.json()["error_details"]] == ["cache_stale_ttl"]
