@@ -39,7 +39,7 @@ from service.middleware.tracing import TraceMiddleware
 from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import Links
-from service.routes import account, bulk, capture, compare, docs, operations, playground
+from service.routes import account, bulk, capture, compare, docs, monitors, operations, playground
 from service.settings import Settings
 from storage import StorageError, open_storage
 
@@ -163,6 +163,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(capture.router)
     app.include_router(bulk.router)
     app.include_router(compare.router)
+    app.include_router(monitors.router)
     app.include_router(account.router)
     app.include_router(operations.router)
     app.include_router(playground.router)

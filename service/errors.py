@@ -49,6 +49,13 @@ class JobNotFound(ServiceError):
     status = 404
 
 
+class MonitorNotFound(ServiceError):
+    """A monitor this organisation does not have."""
+
+    code = "request_not_valid"
+    status = 404
+
+
 class RouteNotFound(ServiceError):
     """A path this API does not serve (the spec has no not-found code)."""
 

@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
 from render.contract.comparing import CompareRequest
 from render.contract.formats import media_types
+from render.contract.monitoring import MonitorSpec
 from render.contract.options import TakeOptions
 from service.error_reference import ENTRIES
 
@@ -179,6 +180,10 @@ def _components(bulk_max: int) -> dict[str, Any]:
     text, number = {"type": "string"}, {"type": "integer"}
     take = options_schema("take")
     credentials = ("access_key", "signature")
+    monitor_spec = MonitorSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+    monitor_defs = monitor_spec.pop("$defs", {})
+    monitor_spec["properties"]["request"] = {**monitor_spec["properties"]["request"],
+                                             "$ref": "#/components/schemas/BulkEntry"}
     compare_request = CompareRequest.model_json_schema()
     for side in ("before", "after"):
         compare_request["properties"][side] = {**compare_request["properties"][side], "type": "object", "anyOf": [
@@ -259,6 +264,27 @@ def _components(bulk_max: int) -> dict[str, Any]:
                              "description": "One object of /take parameters per capture (SCREENSHOT_BULK_MAX_"
                                             "REQUESTS at most)."}}},
         "CompareRequest": compare_request,
+        "MonitorSpec": monitor_spec,
+        **monitor_defs,
+        "Monitor": {"allOf": [{"$ref": "#/components/schemas/MonitorSpec"}, {"type": "object", "properties": {
+            "id": text, "paused_reason": {"type": ["string", "null"]}, "failures_in_row": number, "created": text,
+            "updated": text, "next_run": {"type": ["string", "null"]},
+            "last_run": {"anyOf": [{"$ref": "#/components/schemas/MonitorRun"}, {"type": "null"}]}}}],
+            "title": "Monitor"},
+        "Monitors": {"type": "object", "title": "Monitors", "properties": {
+            "monitors": {"type": "array", "items": {"$ref": "#/components/schemas/Monitor"}}}},
+        "MonitorRun": {"type": "object", "title": "MonitorRun", "description": "One run of a monitor.", "properties": {
+            "reference": text, "due": text, "finished": text, "status": {"type": "string", "enum": ["done", "failed"]},
+            "changed": {"type": ["boolean", "null"], "description": "null: nothing to compare with (the first run, "
+                                                                    "or a failure)."},
+            "change": {"anyOf": [{"$ref": "#/components/schemas/Change"}, {"type": "null"}]},
+            "previous_reference": {"type": ["string", "null"]}, "error_code": text, "error_message": text,
+            "screenshot": {"$ref": "#/components/schemas/StoredLink"},
+            "diff": {"$ref": "#/components/schemas/StoredLink"}}},
+        "MonitorRuns": {"type": "object", "title": "MonitorRuns", "properties": {
+            "runs": {"type": "array", "items": {"$ref": "#/components/schemas/MonitorRun"}}}},
+        "Deleted": {"type": "object", "title": "Deleted", "properties": {"is_successful": {"type": "boolean"},
+                                                                          "id": text}},
         "Change": {"type": "object", "title": "Change", "description": "What changed from one shot to the next.",
                    "properties": {
                        "changed_share": {"type": "number", "description": "Share (0-1) of the newer shot's pixels "

@@ -44,6 +44,11 @@ def signing_key_of(connection: redis.Redis, org_id: str) -> str | None:
     return text(value) if value else None
 
 
+def organisation_by_id(connection: redis.Redis, org_id: str) -> Organisation | None:
+    """An organisation by its id, for synchronous callers (deliverers firing monitor runs)."""
+    return OrganisationStore._from_fields(org_id, connection.hgetall(_org_key(org_id)))
+
+
 @dataclass(frozen=True)
 class Organisation:
     """Who a request is for, and its limits."""

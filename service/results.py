@@ -149,3 +149,23 @@ def present_error(error: ServiceError, reference: str, trace_id: str, options: T
 def _ascii(text: str) -> str:
     """A header-safe single line: printable ASCII kept, anything else percent-encoded as UTF-8."""
     return "".join(c if 32 <= ord(c) < 127 else quote(c) for c in " ".join(text.split()))[:1000]
+
+
+def present_monitor_run(monitor_id: str, run: dict[str, Any], reference: str, trace_id: str, links: Links
+                        ) -> Presented:
+    """A monitor's run as its webhook receives it."""
+    body = {"is_successful": run["status"] == "done", "monitor_id": monitor_id, **present_run(run, links)}
+    headers = {"x-service-reference": reference, "x-service-trace-id": trace_id, "x-service-monitor-id": monitor_id}
+    return Presented(200, headers, orjson.dumps(body), "application/json")
+
+
+def present_run(run: dict[str, Any], links: Links) -> dict[str, Any]:
+    """A run as the API and webhooks show it: its keys become fresh links."""
+    shown = {name: value for name, value in run.items() if name not in ("storage_key", "diff_key")}
+    shown["due"] = metadata.iso_time(run["due"])
+    shown["finished"] = metadata.iso_time(run["finished"])
+    for name, key in (("screenshot", run.get("storage_key")), ("diff", run.get("diff_key"))):
+        if key:
+            url, expires = links.url(key)
+            shown[name] = {"url": url, "expires": metadata.iso_time(expires)}
+    return shown

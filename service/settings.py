@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from render.contract.wire import WebhookOrder
 from render.queue.redis_client import RedisTarget, parse_sentinels
 from render.settings import RenderSettings
 from storage.settings import StorageSettings
@@ -74,6 +75,10 @@ class ServiceSettings(BaseSettings):
     url_signing_secret: str | None = Field(None, description="Secret signing local storage URLs "
                                            "(default: generated once and kept in Redis).")
 
+    monitor_min_interval: int = Field(60, ge=1, description="Shortest time between two runs of a monitor, in "
+                                      "seconds (an interval, or a cron expression's closest two times).")
+    monitors_max: int = Field(100, ge=0, description="Monitors an organisation may have.")
+
     webhook_timeout: float = Field(10.0, gt=0, description="Seconds a webhook receiver has to answer an attempt.")
     webhook_retry_schedule: str = Field(
         "60,300,1800,7200,43200", pattern=r"^\s*\d+(\s*,\s*\d+)*\s*$",
@@ -115,6 +120,11 @@ class ServiceSettings(BaseSettings):
     @classmethod
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    def webhook_order(self, url: str, *, sign: bool, errors: bool) -> WebhookOrder:
+        """Where a job's outcome goes, with this process's retry schedule and attempt timeout."""
+        schedule = [int(part) for part in self.webhook_retry_schedule.replace(" ", "").split(",") if part]
+        return WebhookOrder(url=url, sign=sign, errors=errors, schedule=schedule, timeout=self.webhook_timeout)
 
     @property
     def base_url(self) -> str:

@@ -36,11 +36,12 @@ from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.net.traffic import REFUSED_HEADER
 from render.queue.deliveries import Delivery
-from render.queue.keys import COUNTERS_KEY, URL_SECRET_KEY, WEBHOOK_QUEUE
+from render.queue.keys import COUNTERS_KEY, MONITOR_QUEUE, URL_SECRET_KEY, WEBHOOK_QUEUE
 from render.queue.records import mark_job
 from render.queue.redis_client import RedisTarget, text
+from service import monitoring
 from service.organisations import signing_key_of
-from service.results import Links, Presented, present_error, present_success, with_hosted_names
+from service.results import Links, Presented, present_error, present_monitor_run, present_success, with_hosted_names
 from service.settings import Settings
 from storage import open_storage
 
@@ -48,11 +49,6 @@ log = logging.getLogger(__name__)
 USER_AGENT = "screenshot-service-webhooks/1"
 DELIVERER_TTL_SECONDS = 60  # RQ worker record TTL; a dead deliverer is noticed within it
 DELIVERER_RESTART_SECONDS = 1.0  # before serving again after RQ's worker quit on a Redis error
-
-
-def schedule_of(text: str) -> list[int]:
-    """`60,300,1800` to seconds between attempts."""
-    return [int(part) for part in text.replace(" ", "").split(",") if part]
 
 
 def signature(body: bytes, signing_key: str) -> str:
@@ -91,6 +87,9 @@ class Courier:
         return self._links
 
     def present(self, delivery: Delivery) -> Presented:
+        if delivery.monitor is not None:  # a monitor's run: the run as GET /v1/monitors/{id}/runs shows it
+            return present_monitor_run(delivery.monitor["id"], delivery.monitor["run"], delivery.reference,
+                                       delivery.trace_id, self.links)
         options = TakeOptions.model_validate(delivery.options)
         if delivery.error is not None:
             return present_error(ServiceError.from_payload(delivery.error), delivery.reference, delivery.trace_id,
@@ -252,19 +251,22 @@ def resume_interrupted(connection: redis.Redis, queue: Queue) -> int:
 
 
 def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
-    """Serve the webhooks queue (with RQ's scheduler, which brings retries back) until SIGTERM."""
+    """Serve the webhooks and monitors queues (with RQ's scheduler, which brings retries back and moves monitor
+    runs to their queue when due) until SIGTERM."""
 
     connection = deliverer_connection(settings.service.redis())
     install(Courier(settings, connection))
-    queue = Queue(WEBHOOK_QUEUE, connection=connection, serializer=JSONSerializer)
-    release_stale_scheduler_lock(connection, WEBHOOK_QUEUE)
-    resume_interrupted(connection, queue)
+    monitoring.install(monitoring.Firing(settings, connection))
+    queues = [Queue(name, connection=connection, serializer=JSONSerializer) for name in (WEBHOOK_QUEUE, MONITOR_QUEUE)]
+    for queue in queues:
+        release_stale_scheduler_lock(connection, queue.name)
+        resume_interrupted(connection, queue)
     # After a crash elsewhere, the dead scheduler's lock in Redis lapses within 61 s; a short TTL and
     # maintenance interval let a deliverer take it over within about two minutes, so retries resume by
     # themselves.
     log.info("webhook deliverer serving queue %s", WEBHOOK_QUEUE)
     while True:
-        worker = DeliveryWorker([queue], connection=connection, serializer=JSONSerializer,
+        worker = DeliveryWorker(queues, connection=connection, serializer=JSONSerializer,
                                 disable_default_exception_handler=True, worker_ttl=DELIVERER_TTL_SECONDS,
                                 maintenance_interval=30)
         lost: Exception | None = None

@@ -63,7 +63,7 @@ def tls_site() -> Iterator[Site]:
 @pytest.fixture(scope="session")
 def service(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     with running_service(redis_url, tmp_path_factory.mktemp("service"), workers=default_workers(),
-                         SCREENSHOT_MAX_BODY_BYTES="65536") as running:
+                         SCREENSHOT_MAX_BODY_BYTES="65536", SCREENSHOT_MONITOR_MIN_INTERVAL="1") as running:
         yield running
 
 

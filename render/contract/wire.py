@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 from redis.typing import EncodableT, FieldT
 
+from render.contract.monitoring import MonitorOrder
+
 
 @dataclass(frozen=True)
 class WebhookOrder:
@@ -51,14 +53,16 @@ class JobRequest:
     # token for this job's worker (render.contract.sealing.seal_job).
     sealed: str | None = None
     webhook: WebhookOrder | None = None  # async and webhook jobs: whoever finishes the job queues its delivery
+    monitor: MonitorOrder | None = None  # a monitor's run: compared with its last, kept in its history
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobRequest:
-        webhook = data.get("webhook")
-        return cls(**{**data, "webhook": WebhookOrder(**webhook) if webhook else None})
+        webhook, monitor = data.get("webhook"), data.get("monitor")
+        return cls(**{**data, "webhook": WebhookOrder(**webhook) if webhook else None,
+                      "monitor": MonitorOrder(**monitor) if monitor else None})
 
 
 @dataclass(frozen=True)

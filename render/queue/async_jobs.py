@@ -12,7 +12,7 @@ import redis
 
 from render.contract.errors import InternalError
 from render.contract.wire import JobRequest, JobResult
-from render.queue import deliveries, lanes
+from render.queue import deliveries, lanes, monitors
 from render.queue.keys import IN_FLIGHT_KEY, alive_key, job_key, sweep_lock_key
 from render.queue.ledger import settle_now
 from render.queue.records import Absences, mark_job
@@ -29,7 +29,12 @@ def finish(connection: redis.Redis, job: JobRequest, result: JobResult) -> None:
     # The request was kept for the sweeper while the job could be orphaned; the record outlives it by days.
     connection.hdel(job_key(job.reference), "payload")
     connection.srem(IN_FLIGHT_KEY, job.reference)
-    deliveries.owe(connection, job, result)
+    if job.monitor is None:
+        deliveries.owe(connection, job, result)
+        return
+    run = monitors.record_run(connection, job, result)  # a monitor's run: its webhook told only if it should be
+    if run is not None and job.webhook is not None:
+        deliveries.enqueue(connection, deliveries.monitor_delivery(job, job.webhook, run), job.webhook)
 
 
 def sweep_orphans(connection: redis.Redis, absences: Absences) -> int:

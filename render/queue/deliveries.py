@@ -31,6 +31,7 @@ class Delivery:
     options: dict[str, Any]  # the job's options payload
     result: dict[str, Any] | None = None  # JobResult fields (no body: by_format bytes are in storage)
     error: dict[str, Any] | None = None  # the error payload when the job failed
+    monitor: dict[str, Any] | None = None  # a monitor's run: {"id", "run"} (render.queue.monitors.run_of)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,6 +45,13 @@ def delivery_for(job: JobRequest, result: JobResult, webhook: WebhookOrder) -> D
         reference=job.reference, organisation=job.organisation, url=webhook.url, sign=webhook.sign,
         trace_id=job.trace_id, options=job.options, result=result.meta() if result.ok else None,
         error=None if result.ok else result.error)
+
+
+def monitor_delivery(job: JobRequest, webhook: WebhookOrder, run: dict[str, Any]) -> Delivery:
+    """What a monitor's run owes its webhook: the run's record (the courier adds fresh links)."""
+    assert job.monitor is not None
+    return Delivery(reference=job.reference, organisation=job.organisation, url=webhook.url, sign=webhook.sign,
+                    trace_id=job.trace_id, options=job.options, monitor={"id": job.monitor.monitor, "run": run})
 
 
 def enqueue(connection: redis.Redis, delivery: Delivery, webhook: WebhookOrder) -> bool:

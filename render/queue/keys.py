@@ -22,6 +22,11 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `metrics:counters` | hash | workers, deliverers | forever |
 | `cache:<digest>`, `cache-lock:<digest>` | string | the API | cache_ttl, seconds |
 | `sweep:<reference>` | string | the API's sweepers | seconds |
+| `monitor:<id>` | hash | the API (spec), deliverers (next run), workers (last run) | until deleted |
+| `monitors:<org>` | set | the API | forever |
+| `monitor-runs:<id>` | list | workers | until deleted (keep_runs newest) |
+| `monitor-fired:<id>:<due>` | string | deliverers | 7 days |
+| `rq:queue:monitors` | RQ | the API, deliverers | RQ's |
 """
 
 from __future__ import annotations
@@ -107,6 +112,31 @@ def slots_key(org_id: str) -> str:
 def usage_key(org_id: str, now: float) -> str:
     """An organisation's count of successful captures in the calendar month (UTC) of `now`."""
     return f"usage:{org_id}:{datetime.fromtimestamp(now, UTC):%Y-%m}"
+
+
+# --- monitors ------------------------------------------------------------------------------------
+MONITOR_QUEUE = "monitors"  # RQ's queue of monitor runs, scheduled (Queue.enqueue_at) and served by deliverers
+FIRE_FUNCTION = "service.monitoring.fire"  # the RQ job function of a due run
+
+
+def monitor_key(monitor_id: str) -> str:
+    """Hash of a monitor: its spec, sealed secrets, revision, next run, last run, failures in a row."""
+    return f"monitor:{monitor_id}"
+
+
+def monitors_key(org_id: str) -> str:
+    """Set of an organisation's monitor ids."""
+    return f"monitors:{org_id}"
+
+
+def monitor_runs_key(monitor_id: str) -> str:
+    """List of a monitor's runs, newest first, as JSON."""
+    return f"monitor-runs:{monitor_id}"
+
+
+def monitor_fired_key(monitor_id: str, due: int) -> str:
+    """Set by the first deliverer to fire a run due at `due`: a run fired twice is started once."""
+    return f"monitor-fired:{monitor_id}:{due}"
 
 
 # --- cache ---------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from render.page.blocking import FilterLists
 from render.page.consent import consent_rule_set
 from render.queue.records import local_heartbeat_file
 from render.settings import RenderSettings
-from render.worker.comparing import run_compare_job
+from render.worker.comparing import compare_run, run_compare_job
 from render.worker.finishing import Finisher
 from render.worker.heartbeat import beat_forever
 from storage import Storage
@@ -207,6 +207,7 @@ class WorkerRuntime:
                 result = run_compare_job(job, self.storage)
             else:
                 result = self._render_job(job, started)
+                compare_run(self.storage, self.redis, job, result)  # a monitor run: what changed
         except ServiceError as error:
             if error.report:
                 log.error("job %s failed: %s", job.reference, error.message)

@@ -30,7 +30,6 @@ from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import list_fields
 from service.results import Presented, present_success
-from service.webhooks import schedule_of
 from storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -112,9 +111,8 @@ def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | N
     """Where the job's outcome goes, with this API's retry schedule; None without `webhook_url`."""
     if options.webhook_url is None:
         return None
-    service = context.settings.service
-    return WebhookOrder(url=options.webhook_url, sign=options.webhook_sign, errors=options.webhook_errors,
-                        schedule=schedule_of(service.webhook_retry_schedule), timeout=service.webhook_timeout)
+    return context.settings.service.webhook_order(options.webhook_url, sign=options.webhook_sign,
+                                                  errors=options.webhook_errors)
 
 
 async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,

@@ -1,0 +1,192 @@
+"""Monitor runs on RQ's own scheduling: each due run is an RQ job on the `monitors` queue, scheduled with
+`Queue.enqueue_at` under an id made of the monitor and the due time, and moved to the queue when due by the one RQ
+scheduler holding the queue's lock (the deliverers', `screenshot-service webhooks`).
+
+`fire` (run by a deliverer) schedules the monitor's next run first, then starts this one as an async capture
+job whose worker compares it with the last success and records it (render.queue.monitors.record_run). A run is
+started once however often it fires: two schedulers moving it, a deliverer killed while firing it and the run
+fired again after the restart (`resume_interrupted`) all meet the same `monitor-fired:<id>:<due>` claim and the
+same run reference, and only a run whose job record does not exist yet is offered to the workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from render.contract import sealing
+from render.contract.monitoring import MonitorOrder, next_due
+from render.contract.options import TakeOptions
+from render.contract.wire import JobRequest, JobResult
+from render.queue import async_jobs, lanes, monitors
+from render.queue.keys import (
+    FIRE_FUNCTION,
+    MONITOR_QUEUE,
+    job_key,
+    lane_key,
+    monitor_fired_key,
+    monitor_key,
+    slots_key,
+    usage_key,
+)
+from render.queue.ledger import RESERVE, settle_now
+from render.queue.records import job_record_ttl
+from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable
+from service.metadata import iso_time
+from service.organisations import organisation_by_id
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+FIRED_KEEP_SECONDS = 7 * 86400
+FIRING_SECONDS = 30  # a claim this old whose run has no job record: its firer died before offering it
+RETRY_SECONDS = 10  # a run that finds no free slot or a full lane tries again this much later...
+RETRIES = 30  # ...this many times (five minutes), then fails
+ASYNC_QUEUE_ALLOWANCE_SECONDS = 600  # a run's slot is held this long past its timeout while it waits in its lane
+
+
+def sealed_for(monitor_id: str) -> str:
+    """What a monitor's secrets are sealed for (render.contract.sealing): the monitor, not one of its runs."""
+    return f"monitor:{monitor_id}"
+
+
+def run_reference(monitor_id: str, due: int) -> str:
+    """A run's job reference, the same every time its due run fires: sortable by time like any reference."""
+    return f"{due * 1000:x}{hashlib.sha256(f'{monitor_id}:{due}'.encode()).hexdigest()[:16]}"
+
+
+def queue_of(connection: redis.Redis) -> Queue:
+    return Queue(MONITOR_QUEUE, connection=connection, serializer=JSONSerializer)
+
+
+def schedule_run(connection: redis.Redis, monitor_id: str, due: int, revision: int, attempt: int = 0) -> None:
+    """The run of `monitor_id` due at `due` (UNIX seconds), as an RQ job RQ's scheduler moves to the queue when
+    due. Scheduling it again changes nothing: the job's id is the monitor, the due time and the attempt."""
+    job_id = f"monitor-{monitor_id}-{due}" + (f"-retry{attempt}" if attempt else "")
+    when = datetime.fromtimestamp(due, UTC) + timedelta(seconds=RETRY_SECONDS * attempt)
+    queue_of(connection).enqueue_at(when, FIRE_FUNCTION, args=(monitor_id, due, revision, attempt), job_id=job_id,
+                                    result_ttl=86400, failure_ttl=7 * 86400, job_timeout=60)
+    if not attempt:
+        connection.hset(monitor_key(monitor_id), "next_run", str(due))
+
+
+def cancel_run(connection: redis.Redis, monitor_id: str, due: int | None) -> None:
+    """Take a scheduled run back (a monitor changed or deleted); one that fires anyway finds it outdated."""
+    if due is not None:
+        queue_of(connection).scheduled_job_registry.remove(f"monitor-{monitor_id}-{due}", delete_job=True)
+
+
+@dataclass
+class Firing:
+    """What `fire` needs of its deliverer process: settings and Redis."""
+
+    settings: Settings
+    redis: redis.Redis
+
+
+_firing: Firing | None = None
+
+
+def install(firing: Firing) -> None:
+    global _firing  # noqa: PLW0603 (one deliverer process, installed once)
+    _firing = firing
+
+
+def fire(monitor_id: str, due: int, revision: int, attempt: int = 0) -> str:
+    """RQ entry point: start the run of `monitor_id` due at `due`. Returns what it did (kept as RQ's result)."""
+    if _firing is None:
+        raise RuntimeError("monitor runs fire only inside `screenshot-service webhooks`")
+    connection, settings = _firing.redis, _firing.settings
+    monitor = monitors.load(connection, monitor_id)
+    if monitor is None or monitor.revision != revision or monitor.spec.paused:
+        return "dropped: the monitor was deleted, changed or paused since this run was scheduled"
+    if not attempt:  # the chain goes on whatever becomes of this run
+        schedule_run(connection, monitor_id, next_due(monitor.spec.schedule, due, time.time()), revision)
+    reference = run_reference(monitor_id, due)
+    if connection.exists(job_key(reference)) or (not attempt and not claim(connection, monitor_id, due)):
+        return f"already started as {reference}"
+    try:
+        start_run(connection, settings, monitor, due, reference)
+    except (ConcurrencyLimitReached, TemporaryUnavailable) as busy:
+        if attempt < RETRIES:
+            schedule_run(connection, monitor_id, due, revision, attempt + 1)
+            return f"retrying in {RETRY_SECONDS} s: {busy.code}"
+        fail_run(connection, settings, monitor, due, reference, busy)
+    except ScreenshotsLimitReached as spent:
+        fail_run(connection, settings, monitor, due, reference, spent)
+    return f"started {reference}"
+
+
+def claim(connection: redis.Redis, monitor_id: str, due: int) -> bool:
+    """Whether this firing of the run due at `due` is the one to start it: the first, or one coming after a firing
+    that died before it offered the run (its claim older than FIRING_SECONDS and still no job record)."""
+    key = monitor_fired_key(monitor_id, due)
+    now = time.time()
+    if connection.set(key, repr(now), nx=True, ex=FIRED_KEEP_SECONDS):
+        return True
+    held = connection.get(key)
+    if held is None or now - float(held) <= FIRING_SECONDS:
+        return False
+    return bool(connection.set(key, repr(now), xx=True, ex=FIRED_KEEP_SECONDS))
+
+
+def _job(settings: Settings, monitor: monitors.Monitor, due: int, reference: str, options: TakeOptions | None
+         ) -> JobRequest:
+    spec, service = monitor.spec, settings.service
+    webhook = None if spec.webhook_url is None else service.webhook_order(
+        spec.webhook_url, sign=spec.webhook_sign, errors=spec.webhook_errors)
+    order = MonitorOrder(monitor=monitor.id, due=due, threshold=spec.threshold)
+    public, sealed = (spec.request, None) if options is None else sealing.seal_job(
+        options, settings.render.job_secret, reference)
+    return JobRequest(reference=reference, organisation=monitor.organisation, options=public, sealed=sealed,
+                      trace_id=uuid.uuid4().hex, deadline=0.0, store_result=True, enqueued_at=time.time(),
+                      async_=True, timeout=float(spec.request.get("timeout", 60)), webhook=webhook, monitor=order)
+
+
+def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Monitor, due: int,
+              reference: str) -> None:
+    """Reserve the run's slot and offer it to the workers as an async job (its record written with it)."""
+    org = organisation_by_id(connection, monitor.organisation)
+    if org is None or org.revoked:
+        raise ScreenshotsLimitReached("The monitor's organisation is revoked.")
+    options = TakeOptions.model_validate(sealing.open_job(
+        monitor.spec.request, monitor.sealed, settings.render.job_secret, sealed_for(monitor.id)))
+    job = _job(settings, monitor, due, reference, options)
+    now = time.time()
+    hold = job.timeout + settings.service.result_wait_grace + ASYNC_QUEUE_ALLOWANCE_SECONDS
+    reserved = connection.register_script(RESERVE)(
+        keys=[slots_key(org.id), usage_key(org.id, now)],
+        args=[now, now + hold, reference, org.concurrency, org.quota])
+    if reserved == -1:
+        raise ConcurrencyLimitReached(f"All {org.concurrency} concurrent requests of the organisation were in use.")
+    if reserved == -2:
+        raise ScreenshotsLimitReached(f"The monthly quota of {org.quota} screenshots is used up.")
+    record = {"organisation": org.id, "status": "queued", "created": str(now), "monitor": monitor.id,
+              "payload": orjson.dumps(job.to_json()).decode()}
+    region = options.servers_region or None
+    offered = connection.register_script(lanes.OFFER)(
+        keys=[lane_key(region), job_key(reference)],
+        args=[settings.service.max_queue, lanes.ASYNC, reference, orjson.dumps(job.to_json()).decode(),
+              job_record_ttl(), *[part for pair in record.items() for part in pair]])
+    if not offered:
+        settle_now(connection, org.id, reference, success=False)
+        raise TemporaryUnavailable("Every worker was busy and the queue full.")
+    log.info("monitor %s: run %s due %s started", monitor.id, reference, iso_time(due))
+
+
+def fail_run(connection: redis.Redis, settings: Settings, monitor: monitors.Monitor, due: int, reference: str,
+             error: Any) -> None:
+    """A run that could not start: recorded failed (and its webhook told with webhook_errors)."""
+    job = _job(settings, monitor, due, reference, None)
+    message = f"{error.message} The run due at {iso_time(due)} did not start."
+    async_jobs.finish(connection, job, JobResult(reference, ok=False, error={
+        "error_code": error.code, "error_message": message}))

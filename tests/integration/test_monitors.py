@@ -1,0 +1,191 @@
+"""Monitors (issue 36): a page captured on a schedule, each run compared with the last success, the webhook told
+only of changes; monitors created, listed, changed, paused (by hand and after failures in a row) and deleted;
+bad specs refused naming their field."""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zoneinfo
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from croniter import croniter
+
+from tests.conftest import Org
+from tests.images import decode
+from tests.receivers import Receiver
+from tests.site import Site
+from tests.watch_pages import IMAGE_BOX, PRICE_BOX, LivePage
+
+pytestmark = pytest.mark.browser
+VIEW = {"viewport_width": 640, "viewport_height": 720, "device_scale_factor": 1}
+
+
+def create(client: httpx.Client, org: Org, **spec: Any) -> httpx.Response:
+    return client.post("/v1/monitors", json={"access_key": org.access_key, **spec})
+
+
+def runs(client: httpx.Client, org: Org, monitor_id: str) -> list[dict[str, Any]]:
+    answer = client.get(f"/v1/monitors/{monitor_id}/runs", params={"access_key": org.access_key, "limit": 100})
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["runs"])
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.2)
+
+
+def live_page(site: Site) -> tuple[LivePage, str]:
+    live, path = LivePage(), f"/watch/live-{uuid.uuid4().hex}.html"
+    site.server.routes[path] = live
+    return live, site.url(path)
+
+
+def inside(box: dict[str, int], area: tuple[int, int, int, int], slack: int = 2) -> bool:
+    x, y, width, height = area
+    return (box["x"] >= x - slack and box["y"] >= y - slack and box["x"] + box["width"] <= x + width + slack
+            and box["y"] + box["height"] <= y + height + slack)
+
+
+def used(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def test_a_monitor_tells_its_webhook_of_changes_only_and_one_on_a_static_page_never(  # type: ignore[no-untyped-def]
+        client: httpx.Client, make_org, site: Site) -> None:
+    org = make_org()
+    live, url = live_page(site)
+    with Receiver() as receiver:
+        changing = create(client, org, name="pricing", request={"url": url, **VIEW}, schedule={"interval": 2},
+                          webhook_url=receiver.url("/changing"))
+        assert changing.status_code == 201, changing.text
+        static = create(client, org, request={"url": site.url("/watch/page.html"), **VIEW},
+                        schedule={"interval": 2}, webhook_url=receiver.url("/static"))
+        assert static.status_code == 201, static.text
+        changing_id, static_id = changing.json()["id"], static.json()["id"]
+        # The first run at once (the baseline), then one unchanged run.
+        wait_until(lambda: len(runs(client, org, changing_id)) >= 2, 30, "two runs")
+        assert receiver.to("/changing") == []
+        # Each run is compared with the last success: from "text" to "image" the price changes back as well.
+        changes = [("text", [PRICE_BOX]), ("image", [PRICE_BOX, IMAGE_BOX])]
+        for count, (version, areas) in enumerate(changes, start=1):
+            fetched = live.fetches
+            live.version = version
+            told = receiver.wait_for("/changing", count, timeout=30)[-1].json()
+            assert told["monitor_id"] == changing_id and told["changed"] is True and told["status"] == "done"
+            history = runs(client, org, changing_id)
+            assert len(history) >= fetched + 1  # the run that saw the change came after it
+            at = [run["reference"] for run in history].index(told["reference"])
+            assert told["previous_reference"] == history[at + 1]["reference"]  # compared with the run before it
+            boxes = told["change"]["boxes"]
+            assert all(any(inside(box, area) for area in areas) for box in boxes), boxes
+            assert all(any(inside(box, area) for box in boxes) for area in areas), boxes
+            diff = decode(httpx.get(told["diff"]["url"], timeout=30).content)
+            assert (diff.width, diff.height) == (640, 720)
+        wait_until(lambda: len(runs(client, org, changing_id)) >= len(history) + 1, 30, "an unchanged run")
+        for monitor_id in (changing_id, static_id):
+            assert client.delete(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key}).status_code == 200
+        time.sleep(1)  # a run already rendering may still finish
+        fetches = live.fetches
+        time.sleep(3)
+        assert live.fetches == fetches  # deleted: no run fires any more
+        assert len(receiver.to("/changing")) == 2 and receiver.to("/static") == []
+    assert used(client, org) >= live.fetches + 2  # every run charged as a capture (the static page's too)
+
+
+def test_runs_are_listed_newest_first_with_their_change(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    org = make_org()
+    live, url = live_page(site)
+    monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1}, keep_runs=3,
+                     change_threshold=0.5).json()
+    wait_until(lambda: len(runs(client, org, monitor["id"])) >= 1, 30, "the first run")
+    live.version = "layout"
+    wait_until(lambda: live.fetches >= 5 and len(runs(client, org, monitor["id"])) == 3, 30, "five runs")
+    history = runs(client, org, monitor["id"])
+    assert len(history) == 3  # keep_runs
+    assert [run["due"] for run in history] == sorted((run["due"] for run in history), reverse=True)
+    for run in history:
+        assert run["status"] == "done" and run["screenshot"]["url"]
+        if run["change"] is not None:  # small changes under change_threshold=0.5 are not changes
+            assert run["changed"] is False
+    shown = client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).json()
+    assert shown["last_run"]["reference"] in [run["reference"] for run in runs(client, org, monitor["id"])[:2]]
+    client.delete(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key})
+
+
+def test_a_monitor_pauses_itself_after_failures_in_a_row_and_resumes(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                    site: Site) -> None:
+    org = make_org()
+    with Receiver() as receiver:
+        monitor = create(client, org, request={"url": "http://127.0.0.1:9/", **VIEW}, schedule={"interval": 1},
+                         pause_after_failures=2, webhook_url=receiver.url("/failures")).json()
+        monitor_id = monitor["id"]
+        shown = wait_until(lambda: (found := client.get(f"/v1/monitors/{monitor_id}", params={
+            "access_key": org.access_key}).json())["paused"] and found, 30, "the pause")
+        assert shown["paused_reason"] == "2 failed runs in a row" and shown["next_run"] is None
+        told = receiver.wait_for("/failures", 2)
+        assert [t.json()["status"] for t in told] == ["failed", "failed"] and told[0].json()["error_code"]
+        time.sleep(2.5)
+        assert len(runs(client, org, monitor_id)) == 2  # paused: nothing more fires
+        assert used(client, org) == 0  # failures are not charged
+        _, url = live_page(site)
+        resumed = client.patch(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key},
+                               json={"paused": False, "request": {"url": url, **VIEW}})
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json()["paused"] is False and resumed.json()["failures_in_row"] == 0
+        wait_until(lambda: runs(client, org, monitor_id)[0]["status"] == "done", 30, "a run after resuming")
+        paused = client.patch(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key},
+                              json={"paused": True}).json()
+        assert paused["paused"] is True and paused["next_run"] is None
+
+
+def test_a_cron_schedule_runs_at_its_times_in_its_time_zone(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    org = make_org()
+    answer = create(client, org, request={"url": site.url("/watch/page.html"), **VIEW},
+                    schedule={"cron": "30 9 * * 1-5", "timezone": "Europe/Paris"})
+    assert answer.status_code == 201, answer.text
+    monitor = answer.json()
+    wait_until(lambda: runs(client, org, monitor["id"]), 30, "the first run")  # the baseline, at once
+    shown = client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).json()
+    paris = zoneinfo.ZoneInfo("Europe/Paris")
+    expected = croniter("30 9 * * 1-5", datetime.now(paris)).get_next(datetime).astimezone(UTC)
+    assert shown["next_run"] == expected.strftime("%Y-%m-%dT%H:%M:%SZ")
+    other = make_org()  # another organisation sees nothing of it
+    assert client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": other.access_key}).status_code == 404
+    assert client.get("/v1/monitors", params={"access_key": other.access_key}).json() == {"monitors": []}
+    listed = client.get("/v1/monitors", params={"access_key": org.access_key}).json()["monitors"]
+    assert [m["id"] for m in listed] == [monitor["id"]]
+    assert client.delete(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).status_code == 200
+    assert client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).status_code == 404
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"schedule": {"interval": 60}}, "request"),
+    ({"request": {"url": "http://127.0.0.1/"}, "schedule": {"interval": 60, "cron": "* * * * *"}}, "schedule"),
+    ({"request": {"url": "http://127.0.0.1/"}, "schedule": {"cron": "every day"}}, "schedule.cron"),
+    ({"request": {"url": "http://127.0.0.1/"}, "schedule": {"cron": "0 9 * * *", "timezone": "Mars/Olympus"}},
+     "schedule.timezone"),
+    ({"request": {"url": "http://127.0.0.1/", "format": "pdf"}, "schedule": {"interval": 60}}, "request.format"),
+    ({"request": {"url": "http://127.0.0.1/", "webhook_url": "http://127.0.0.1/"}, "schedule": {"interval": 60}},
+     "request.webhook_url"),
+    ({"request": {"url": "http://127.0.0.1/"}, "schedule": {"interval": 60}, "change_threshold": 2},
+     "change_threshold"),
+    ({"request": {"url": "http://127.0.0.1/"}, "schedule": {"interval": 60}, "every": 1}, "every"),
+])
+def test_bad_monitors_are_refused_naming_their_field(client: httpx.Client, make_org, spec: dict[str, Any],  # type: ignore[no-untyped-def]
+                                                    field: str) -> None:
+    org = make_org()
+    answer = create(client, org, **spec)
+    assert answer.status_code == 400, answer.text
+    assert field in [detail["field"] for detail in answer.json()["error_details"]], answer.json()
+    assert client.get("/v1/monitors", params={"access_key": org.access_key}).json() == {"monitors": []}
