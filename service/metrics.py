@@ -39,6 +39,13 @@ class SharedCounters(Collector):
                                ("given_up", "webhook_given_up")):
             webhooks.add_metric([outcome], self.snapshot.get(field, 0))
         yield webhooks
+        runs = CounterMetricFamily("screenshot_monitor_runs", "Monitor runs finished, by outcome (unchanged, changed: "
+                                   "more than its change_threshold; failed).", labels=["outcome"])
+        finished, changed, failed = (self.snapshot.get(f"monitor_{name}", 0) for name in ("runs", "changes",
+                                                                                           "failures"))
+        for outcome, count in (("unchanged", finished - changed - failed), ("changed", changed), ("failed", failed)):
+            runs.add_metric([outcome], count)
+        yield runs
 
 
 class Metrics:
@@ -63,8 +70,8 @@ class Metrics:
             "screenshot_blocked_requests_total", "Connections of captured pages refused, by policy.",
             ["policy"], registry=self.registry)
         self.cache = Counter(
-            "screenshot_cache_lookups_total", "Cached requests by result (hit, miss).", ["result"],
-            registry=self.registry)
+            "screenshot_cache_lookups_total", "Cached requests by result (hit, miss, stale: served while refreshed).",
+            ["result"], registry=self.registry)
         self.shared = SharedCounters()
         self.registry.register(self.shared)
         self.queue_depth = Gauge(

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import redis
 from rq import Queue
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from render.contract import sealing
@@ -32,6 +33,7 @@ from render.queue import async_jobs, lanes, monitors
 from render.queue.keys import (
     FIRE_FUNCTION,
     MONITOR_QUEUE,
+    MONITORS_DUE_KEY,
     job_key,
     lane_key,
     monitor_fired_key,
@@ -41,6 +43,7 @@ from render.queue.keys import (
 )
 from render.queue.ledger import RESERVE, settle_now
 from render.queue.records import job_record_ttl
+from render.queue.redis_client import text
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable
 from service.metadata import iso_time
 from service.organisations import organisation_by_id
@@ -48,6 +51,7 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 FIRED_KEEP_SECONDS = 7 * 86400
+STALLED_SECONDS = 180  # beyond a scheduler lock's lapse (61 s) and a deliverer's taking it over (30 s cycles)
 FIRING_SECONDS = 30  # a claim this old whose run has no job record: its firer died before offering it
 RETRY_SECONDS = 10  # a run that finds no free slot or a full lane tries again this much later...
 RETRIES = 30  # ...this many times (five minutes), then fails
@@ -77,12 +81,38 @@ def schedule_run(connection: redis.Redis, monitor_id: str, due: int, revision: i
                                     result_ttl=86400, failure_ttl=7 * 86400, job_timeout=60)
     if not attempt:
         connection.hset(monitor_key(monitor_id), "next_run", str(due))
+        connection.zadd(MONITORS_DUE_KEY, {monitor_id: due})
 
 
 def cancel_run(connection: redis.Redis, monitor_id: str, due: int | None) -> None:
     """Take a scheduled run back (a monitor changed or deleted); one that fires anyway finds it outdated."""
+    connection.zrem(MONITORS_DUE_KEY, monitor_id)
     if due is not None:
         queue_of(connection).scheduled_job_registry.remove(f"monitor-{monitor_id}-{due}", delete_job=True)
+
+
+def restart_stalled(connection: redis.Redis, now: float | None = None) -> int:
+    """Schedule again the monitors whose next run is STALLED_SECONDS overdue and whose run job is gone (a firing
+    that failed before it scheduled the next run, or Redis losing the job): the APIs' sweep calls it every few
+    seconds. A run job still waiting for a scheduler (one is taking the dead one's lock over) is left alone.
+    Returns how many it scheduled again."""
+    now = time.time() if now is None else now
+    restarted = 0
+    stalled: list[tuple[bytes, float]] = connection.zrangebyscore(  # type: ignore[assignment]
+        MONITORS_DUE_KEY, "-inf", now - STALLED_SECONDS, withscores=True)
+    for raw_id, score in stalled:
+        monitor_id, due = text(raw_id), int(score)
+        if Job.exists(f"monitor-{monitor_id}-{due}", connection=connection):
+            continue
+        monitor = monitors.load(connection, monitor_id)
+        if monitor is None or monitor.spec.paused:
+            connection.zrem(MONITORS_DUE_KEY, monitor_id)
+            continue
+        log.warning("monitor %s: its run due %s never fired and is not scheduled; scheduled again", monitor_id,
+                    iso_time(due))
+        schedule_run(connection, monitor_id, int(now), monitor.revision)
+        restarted += 1
+    return restarted
 
 
 @dataclass
@@ -107,6 +137,8 @@ def fire(monitor_id: str, due: int, revision: int, attempt: int = 0) -> str:
         raise RuntimeError("monitor runs fire only inside `screenshot-service webhooks`")
     connection, settings = _firing.redis, _firing.settings
     monitor = monitors.load(connection, monitor_id)
+    if monitor is None or monitor.spec.paused:
+        connection.zrem(MONITORS_DUE_KEY, monitor_id)
     if monitor is None or monitor.revision != revision or monitor.spec.paused:
         return "dropped: the monitor was deleted, changed or paused since this run was scheduled"
     if not attempt:  # the chain goes on whatever becomes of this run

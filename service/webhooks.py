@@ -220,7 +220,7 @@ def release_stale_scheduler_lock(connection: redis.Redis, queue_name: str) -> bo
         return False
     released = bool(connection.eval(_RELEASE_IF_HELD_BY, 1, lock, holder))
     if released:
-        log.warning("the webhooks scheduler lock was held by a scheduler that died (pid %s); released",
+        log.warning("the %s scheduler lock was held by a scheduler that died (pid %s); released", queue_name,
                     record["pid"])
     return released
 

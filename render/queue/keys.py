@@ -26,6 +26,7 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `monitors:<org>` | set | the API | forever |
 | `monitor-runs:<id>` | list | workers | until deleted (keep_runs newest) |
 | `monitor-fired:<id>:<due>` | string | deliverers | 7 days |
+| `monitors:due` | sorted set | deliverers and the API (id by next run) | while scheduled |
 | `rq:queue:monitors` | RQ | the API, deliverers | RQ's |
 """
 
@@ -117,6 +118,7 @@ def usage_key(org_id: str, now: float) -> str:
 # --- monitors ------------------------------------------------------------------------------------
 MONITOR_QUEUE = "monitors"  # RQ's queue of monitor runs, scheduled (Queue.enqueue_at) and served by deliverers
 FIRE_FUNCTION = "service.monitoring.fire"  # the RQ job function of a due run
+MONITORS_DUE_KEY = "monitors:due"  # monitor id -> its next run (UNIX seconds): the APIs' sweep finds stalled ones
 
 
 def monitor_key(monitor_id: str) -> str:

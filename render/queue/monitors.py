@@ -18,7 +18,7 @@ import redis
 from render.contract.comparing import Change
 from render.contract.monitoring import MonitorSpec
 from render.contract.wire import JobRequest, JobResult
-from render.queue.keys import COUNTERS_KEY, monitor_key, monitor_runs_key, monitors_key
+from render.queue.keys import COUNTERS_KEY, MONITORS_DUE_KEY, monitor_key, monitor_runs_key, monitors_key
 from render.queue.redis_client import text
 
 
@@ -92,6 +92,7 @@ def delete(connection: redis.Redis, monitor: Monitor) -> None:
     with connection.pipeline(transaction=True) as pipe:
         pipe.delete(monitor_key(monitor.id), monitor_runs_key(monitor.id))
         pipe.srem(monitors_key(monitor.organisation), monitor.id)
+        pipe.zrem(MONITORS_DUE_KEY, monitor.id)
         pipe.execute()
 
 
@@ -147,6 +148,7 @@ def record_run(connection: redis.Redis, job: JobRequest, result: JobResult) -> d
             pipe.hset(key, mapping={"spec": spec.model_copy(update={"paused": True}).model_dump_json(),
                                     "paused_reason": f"{failures} failed runs in a row"})
             pipe.hincrby(key, "revision", 1)
+            pipe.zrem(MONITORS_DUE_KEY, monitor.id)
         for counter in counters:
             pipe.hincrby(COUNTERS_KEY, counter, 1)
         pipe.execute()

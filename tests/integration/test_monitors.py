@@ -4,20 +4,26 @@ bad specs refused naming their field."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from croniter import croniter
+from rq import Queue
+from rq.serializers import JSONSerializer
 
 from tests.conftest import Org
 from tests.images import decode
 from tests.receivers import Receiver
+from tests.servers import RunningService, running_service, start
 from tests.site import Site
 from tests.watch_pages import IMAGE_BOX, PRICE_BOX, LivePage
 
@@ -101,6 +107,11 @@ def test_a_monitor_tells_its_webhook_of_changes_only_and_one_on_a_static_page_ne
         assert live.fetches == fetches  # deleted: no run fires any more
         assert len(receiver.to("/changing")) == 2 and receiver.to("/static") == []
     assert used(client, org) >= live.fetches + 2  # every run charged as a capture (the static page's too)
+    exported = client.get("/metrics").text
+    assert all(f'screenshot_monitor_runs_total{{outcome="{outcome}"}}' in exported
+               for outcome in ("unchanged", "changed", "failed"))
+    changed = float(exported.split('screenshot_monitor_runs_total{outcome="changed"} ')[1].split()[0])
+    assert changed >= 2
 
 
 def test_runs_are_listed_newest_first_with_their_change(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
@@ -189,3 +200,115 @@ def test_bad_monitors_are_refused_naming_their_field(client: httpx.Client, make_
     assert answer.status_code == 400, answer.text
     assert field in [detail["field"] for detail in answer.json()["error_details"]], answer.json()
     assert client.get("/v1/monitors", params={"access_key": org.access_key}).json() == {"monitors": []}
+
+
+@pytest.fixture(scope="module")
+def pair(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """Two APIs and two deliverers (each with RQ's scheduler) on a database of their own."""
+    directory = tmp_path_factory.mktemp("monitors-pair")
+    with (directory / "service.log").open("wb") as log, running_service(
+            redis_url.rsplit("/", 1)[0] + "/11", directory, workers=1, log=log, apis=2,
+            SCREENSHOT_MONITOR_MIN_INTERVAL="1", SCREENSHOT_LOG_LEVEL="INFO") as running:
+        running.processes["webhooks1"] = start("webhooks", running.env, log)
+        yield running
+
+
+def each_due_once(history: list[dict[str, Any]], live: LivePage) -> list[str]:
+    """The runs' due times, after checking none ran twice and every page load made a recorded run."""
+    dues = [run["due"] for run in history]
+    assert len(set(dues)) == len(dues), dues
+    assert live.fetches == len(history), (live.fetches, dues)
+    assert all(run["status"] == "done" for run in history), history
+    return dues
+
+
+def test_two_apis_and_two_deliverers_start_each_run_once(pair: RunningService, make_org_in, site: Site) -> None:  # type: ignore[no-untyped-def]
+    org = make_org_in(pair.redis_url)
+    live, url = live_page(site)
+    with httpx.Client(base_url=pair.urls[0], timeout=60) as first, httpx.Client(base_url=pair.urls[1],
+                                                                                timeout=60) as second:
+        one_run_each(first, second, org, url, live, pair)
+
+
+def one_run_each(first: httpx.Client, second: httpx.Client, org: Org, url: str, live: LivePage,
+                 pair: RunningService) -> None:
+    monitor = create(first, org, request={"url": url, **VIEW}, schedule={"interval": 1}).json()
+    wait_until(lambda: len(runs(first, org, monitor["id"])) >= 4, 60, "four runs")
+    changed = second.patch(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key},
+                           json={"name": "renamed"})  # a new revision, scheduled by the other API
+    assert changed.status_code == 200 and changed.json()["name"] == "renamed"
+    wait_until(lambda: len(runs(second, org, monitor["id"])) >= 7, 60, "seven runs")
+    # The latest run fired again, twice at once, as a second scheduler would: it is not started again.
+    latest = runs(first, org, monitor["id"])[0]
+    due = int(datetime.fromisoformat(latest["due"].replace("Z", "+00:00")).timestamp())
+    queue = Queue("monitors", connection=redis.Redis.from_url(pair.redis_url.rsplit("/", 1)[0] + "/11"),
+                  serializer=JSONSerializer)
+    shown = first.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).json()
+    revision = int(queue.connection.hget(f"monitor:{monitor['id']}", "revision"))  # type: ignore[arg-type]
+    fired = [queue.enqueue_call("service.monitoring.fire", args=(monitor["id"], due, revision, 0))
+             for _ in range(2)]
+    wait_until(lambda: all(job.get_status(refresh=True) == "finished" for job in fired), 30, "the second firings")
+    assert all(job.return_value().startswith("already started") for job in fired)
+    assert shown["next_run"] is not None
+    first.patch(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}, json={"paused": True})
+    time.sleep(2)  # a run that fired before the pause may still be rendering
+    each_due_once(runs(first, org, monitor["id"]), live)
+
+
+def test_a_run_due_while_no_deliverer_runs_starts_once_when_one_is_back(pair: RunningService, make_org_in,  # type: ignore[no-untyped-def]
+                                                                       site: Site) -> None:
+    org = make_org_in(pair.redis_url)
+    live, url = live_page(site)
+    with httpx.Client(base_url=pair.url, timeout=60) as client:
+        missed_then_restarted(client, org, url, live, pair)
+
+
+def missed_then_restarted(client: httpx.Client, org: Org, url: str, live: LivePage, pair: RunningService) -> None:
+    for role in ("webhooks", "webhooks1"):
+        os.killpg(pair.processes[role].pid, signal.SIGKILL)
+        pair.processes[role].wait(10)
+    monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1}).json()
+    created = time.time()
+    time.sleep(3.5)  # the first run and three more are due; nothing can fire them
+    assert live.fetches == 0
+    for role in ("webhooks", "webhooks1"):
+        pair.restart(role)
+    history = wait_until(lambda: (found := runs(client, org, monitor["id"])) and found, 60, "the first run")
+    wait_until(lambda: len(runs(client, org, monitor["id"])) >= 4, 60, "four runs")
+    # Killed while runs come due and fire, one deliverer then the other: each run still starts once.
+    for role in ("webhooks", "webhooks1"):
+        pair.restart(role, kill=True)
+        time.sleep(1.5)
+    wait_until(lambda: len(runs(client, org, monitor["id"])) >= 8, 90, "eight runs")
+    client.patch(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}, json={"paused": True})
+    time.sleep(2)  # a run that fired before the pause may still be rendering
+    history = runs(client, org, monitor["id"])
+    dues = sorted(int(datetime.fromisoformat(due.replace("Z", "+00:00")).timestamp())
+                  for due in each_due_once(history, live))
+    # The missed runs were not made up one by one: the first (due at creation) ran once, the next came due after
+    # the deliverers were back.
+    assert dues[0] <= created + 1 and dues[1] >= created + 3
+
+
+def test_a_monitor_whose_next_run_was_lost_is_scheduled_again_by_the_sweep(pair: RunningService, make_org_in,  # type: ignore[no-untyped-def]
+                                                                         site: Site) -> None:
+    org = make_org_in(pair.redis_url)
+    live, url = live_page(site)
+    with httpx.Client(base_url=pair.url, timeout=60) as client:
+        monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 3600}).json()
+        wait_until(lambda: runs(client, org, monitor["id"]), 30, "the first run")
+        # The next run's job is lost (as when a firing fails before it schedules the next, or Redis loses it),
+        # and it has been overdue for long.
+        connection = redis.Redis.from_url(pair.redis_url)
+        due = int(connection.zscore("monitors:due", monitor["id"]) or 0)
+        assert due >= time.time() + 3000
+        Queue("monitors", connection=connection, serializer=JSONSerializer).scheduled_job_registry.remove(
+            f"monitor-{monitor['id']}-{due}", delete_job=True)
+        connection.zadd("monitors:due", {monitor["id"]: time.time() - 1000})
+        wait_until(lambda: len(runs(client, org, monitor["id"])) >= 2, 30, "the run scheduled again")
+        time.sleep(1)
+        history = runs(client, org, monitor["id"])
+        each_due_once(history, live)
+        assert len(history) == 2  # once, and its next is an hour away again
+        assert int(connection.zscore("monitors:due", monitor["id"]) or 0) >= time.time() + 3000
+        connection.close()
