@@ -283,6 +283,7 @@ def _command(commands: Any, name: str, text: str, **kwargs: Any) -> argparse.Arg
 
 def build_parser() -> argparse.ArgumentParser:
     from render.contract.options import TakeOptions
+    from service.cli_monitors import add_monitor_commands
     from service.cli_options import add_model_options
 
     parser = argparse.ArgumentParser(prog="screenshot-service")
@@ -350,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("files", nargs="*", help="files returned by the capture: the output, its content, ...")
     verify.add_argument("--public-key", help="require this signer: base64 of the key, its PEM, or a file holding "
                         "either (GET /v1/screenshot/certify/public-key gives both)")
+    add_monitor_commands(commands, _command)
     # Every command, named where `--help` starts (from the commands themselves, so none is left out).
     parser.description = ("The screenshot-service command: " + ", ".join(commands.choices) + ". "
                           "`screenshot-service COMMAND --help` says what each takes.")
@@ -363,9 +365,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "sign":  # name=value parameters may stand between the options too
         sys.exit(cmd_sign(args, [*args.parameters, *extra]))
+    from service.cli_monitors import cmd_monitors
     from service.verify import cmd_verify
 
-    handlers = {"verify": cmd_verify, "run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
+    handlers = {"monitors": lambda args: cmd_monitors(args, _settings().service.base_url), "verify": cmd_verify,
+                "run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
                 "keys": cmd_keys, "healthcheck": cmd_healthcheck, "take": cmd_take}
     sys.exit(handlers[args.command](args))
 

@@ -11,6 +11,7 @@ same run reference, and only a run whose job record does not exist yet is offere
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -22,6 +23,7 @@ from typing import Any
 import orjson
 import redis
 from rq import Queue
+from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
@@ -88,7 +90,8 @@ def cancel_run(connection: redis.Redis, monitor_id: str, due: int | None) -> Non
     """Take a scheduled run back (a monitor changed or deleted); one that fires anyway finds it outdated."""
     connection.zrem(MONITORS_DUE_KEY, monitor_id)
     if due is not None:
-        queue_of(connection).scheduled_job_registry.remove(f"monitor-{monitor_id}-{due}", delete_job=True)
+        with contextlib.suppress(NoSuchJobError):  # already fired, or taken back before
+            queue_of(connection).scheduled_job_registry.remove(f"monitor-{monitor_id}-{due}", delete_job=True)
 
 
 def restart_stalled(connection: redis.Redis, now: float | None = None) -> int:

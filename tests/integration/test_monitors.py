@@ -4,8 +4,12 @@ bad specs refused naming their field."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 import zoneinfo
@@ -23,7 +27,7 @@ from rq.serializers import JSONSerializer
 from tests.conftest import Org
 from tests.images import decode
 from tests.receivers import Receiver
-from tests.servers import RunningService, running_service, start
+from tests.servers import ROOT, RunningService, running_service, start
 from tests.site import Site
 from tests.watch_pages import IMAGE_BOX, PRICE_BOX, LivePage
 
@@ -312,3 +316,40 @@ def test_a_monitor_whose_next_run_was_lost_is_scheduled_again_by_the_sweep(pair:
         assert len(history) == 2  # once, and its next is an hour away again
         assert int(connection.zscore("monitors:due", monitor["id"]) or 0) >= time.time() + 3000
         connection.close()
+
+
+def test_the_monitors_command_manages_them_through_the_api(service: RunningService, client: httpx.Client,  # type: ignore[no-untyped-def]
+                                                          make_org, site: Site) -> None:
+    org = make_org()
+    live, url = live_page(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
+
+    def cli(*args: str, key: str | None = org.access_key) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "service.cli", "monitors", "--api", service.url,
+                               *(["--access-key", key] if key else []), *args],
+                              capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+
+    created = cli("create", url, "--every", "1", "--name", "from-cli", "--set", "viewport_width=320",
+                  "--set", "device_scale_factor=1")
+    assert created.returncode == 0, created.stderr
+    found = re.search(r"mon_[0-9a-f]{16}", created.stdout)
+    assert found, created.stdout
+    monitor_id = found.group(0)
+    wait_until(lambda: len(runs(client, org, monitor_id)) >= 2, 30, "two runs")
+    listed = cli("list")
+    assert listed.returncode == 0 and monitor_id in listed.stdout and "from-cli" in listed.stdout
+    assert url in listed.stdout and "every 1 s" in listed.stdout
+    history = cli("runs", monitor_id, "--limit", "2")
+    assert history.returncode == 0 and len(history.stdout.splitlines()) == 2
+    assert all("done" in line and "screenshot=http" in line for line in history.stdout.splitlines())
+    paused = cli("pause", monitor_id)
+    assert paused.returncode == 0 and "paused" in paused.stdout
+    shown = json.loads(cli("show", monitor_id).stdout)
+    assert shown["paused"] is True and shown["request"]["viewport_width"] == 320
+    bad = cli("create", url, "--cron", "every day")
+    assert bad.returncode == 1 and "schedule.cron" in bad.stderr
+    assert cli("list", key=None).returncode == 2  # no key: says how to get one
+    assert cli("delete", monitor_id).returncode == 0
+    gone = cli("show", monitor_id)
+    assert gone.returncode == 1 and "monitor_id" in gone.stderr
+    assert live.fetches >= 2
