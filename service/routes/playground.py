@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 router = APIRouter(include_in_schema=False)
 FILES = Path(__file__).resolve().parent.parent / "playground"
 CONTENT_TYPES = {"index.html": "text/html; charset=utf-8", "playground.js": "text/javascript; charset=utf-8",
+                 "watch.js": "text/javascript; charset=utf-8",
                  "playground.css": "text/css; charset=utf-8", "sdks.json": "application/json"}
 # Only this origin: the page's own script and style, the API, and the captures shown as blob: URLs.
 SECURITY_HEADERS = {

@@ -278,3 +278,40 @@ def test_the_sign_command_prints_a_link_that_works(  # type: ignore[no-untyped-d
     fetched = httpx.get(link, timeout=60)
     assert fetched.status_code == 200, fetched.text
     assert fetched.headers["content-type"] == "image/webp" and decode(fetched.content).width == 300
+
+
+def test_pages_are_compared_and_monitored_from_the_playground(  # type: ignore[no-untyped-def]
+        browser: Browser, service: RunningService, site: Site, make_org) -> None:
+    org = new_org(make_org)
+    page = open_playground(browser, service)
+    page.fill("#access-key", org.access_key)
+    page.fill("#compare-before", site.url("/watch/page.html?v=base"))
+    page.fill("#compare-after", site.url("/watch/page.html?v=image"))
+    page.click("#compare")
+    page.wait_for_selector("#compare-status[data-state=changed]", timeout=60_000)
+    assert "1 region(s)" in page.text_content("#compare-status")  # type: ignore[operator]
+    page.wait_for_function("() => { const image = document.querySelector('#compare-output img');"
+                           " return image && image.complete && image.naturalWidth > 0; }")
+    page.fill("#compare-after", "not a page")
+    page.click("#compare")
+    page.wait_for_selector("#compare-status[data-state=refused]")
+    assert "after.url" in page.text_content("#compare-status")  # type: ignore[operator]
+    page.fill("#monitor-url", site.url("/watch/page.html"))
+    page.fill("#monitor-every", "1")
+    page.click("#monitor-create")
+    page.wait_for_selector("#monitor-status[data-state=created]")
+    assert page.locator("#monitors tbody tr").count() == 1
+    for _ in range(100):  # until its first run is in the list
+        page.click("#monitor-refresh")
+        page.wait_for_timeout(200)
+        if "done" in (page.text_content("#monitors tbody tr td:nth-child(4)") or ""):
+            break
+    page.get_by_role("button", name="Runs").click()
+    page.wait_for_selector("#runs .run")
+    assert "the baseline" in (page.text_content("#runs") or "")
+    page.get_by_role("button", name="Pause").click()
+    page.wait_for_function("() => document.querySelector('#monitors tbody td:nth-child(3)')"
+                           ".textContent.startsWith('paused')")
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_function("() => document.querySelectorAll('#monitors tbody tr').length === 0")
+    page.context.close()
