@@ -97,7 +97,8 @@ TILE = (f'<svg xmlns="http://www.w3.org/2000/svg" width="80" height="80">'
 
 # Writes every signal a site reads to tell a phone from a desktop, and a person from a robot, into #signals
 # (read back with format=html), with the headers a request of the page carries.
-SIGNALS = """<!DOCTYPE html><html><head><title>signals</title></head><body><pre id="signals"></pre><script>
+SIGNALS = """<!DOCTYPE html><html><head><title>signals</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head><body><pre id="signals"></pre><script>
 (async () => {
   const data = navigator.userAgentData;
   const signals = {

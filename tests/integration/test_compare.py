@@ -119,10 +119,11 @@ def test_a_saved_real_page_captured_twice_is_unchanged_and_one_edit_is_found(cli
     site.server.routes["/watch/edited.html"] = lambda q: (200, "text/html; charset=utf-8", edited)
     shot = {"viewport_width": 1280, "viewport_height": 900, "device_scale_factor": 1, "full_page": True}
     org = make_org()
-    same = compare(client, org, before={"url": site.url("/real/wikipedia.html"), **shot},
-                   after={"url": site.url("/real/wikipedia.html"), **shot}).json()
-    assert same["changed"] is False and same["change"]["changed_share"] == 0, same
-    edit = compare(client, org, before={"url": site.url("/real/wikipedia.html"), **shot},
+    first = compare(client, org, before={"url": site.url("/real/wikipedia.html"), **shot},
+                    after={"url": site.url("/real/wikipedia.html"), **shot}).json()
+    assert first["changed"] is False and first["change"]["changed_share"] == 0, first
+    # The first capture again, by its reference, against the edited page.
+    edit = compare(client, org, before={"reference": first["before"]["reference"]},
                    after={"url": site.url("/watch/edited.html"), **shot}).json()
     assert edit["changed"] is True and edit["change"]["removed_rows"] == edit["change"]["inserted_rows"] == 0
     assert edit["change"]["changed_share"] < 0.001 and 0.99 < edit["change"]["ssim"] < 1

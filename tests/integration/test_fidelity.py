@@ -201,7 +201,8 @@ def check_agreement(seen: dict, *, user_agent: str, width: int, height: int, sca
 
 def test_every_preset_tells_one_story(client: httpx.Client, org: Org, site: Site) -> None:
     """User agent, userAgentData, Sec-CH-UA headers, navigator.platform, touch, screen and orientation
-    agree for every preset, portrait and landscape, and nothing says "automated" or "headless"."""
+    agree for every preset, portrait and landscape, and nothing says "automated" or "headless"; and each
+    preset's viewport reaches the page (a mobile page's layout viewport, with its viewport meta tag)."""
     with ThreadPoolExecutor(2) as pool:  # two at a time, so the queue is never empty between jobs
         seen = dict(zip(sorted(DEVICES), pool.map(lambda name: signals(client, org, site, viewport_device=name),
                                                   sorted(DEVICES)), strict=True))
@@ -215,6 +216,7 @@ def test_every_preset_tells_one_story(client: httpx.Client, org: Org, site: Site
             raise AssertionError(f"{name}: {failure}") from failure
         if name.startswith("iphone"):
             assert found["platform"] == "iPhone"
+        assert found["inner"] == [device.width, device.height], name
 
 
 @pytest.mark.parametrize("user_agent", [

@@ -76,11 +76,11 @@ def test_a_monitor_tells_its_webhook_of_changes_only_and_one_on_a_static_page_ne
     org = make_org()
     live, url = live_page(site)
     with Receiver() as receiver:
-        changing = create(client, org, name="pricing", request={"url": url, **VIEW}, schedule={"interval": 2},
+        changing = create(client, org, name="pricing", request={"url": url, **VIEW}, schedule={"interval": 1},
                           webhook_url=receiver.url("/changing"))
         assert changing.status_code == 201, changing.text
         static = create(client, org, request={"url": site.url("/watch/page.html"), **VIEW},
-                        schedule={"interval": 2}, webhook_url=receiver.url("/static"))
+                        schedule={"interval": 1}, webhook_url=receiver.url("/static"))
         assert static.status_code == 201, static.text
         changing_id, static_id = changing.json()["id"], static.json()["id"]
         # The first run at once (the baseline), then one unchanged run.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -134,28 +133,6 @@ def test_device_presets_give_their_pixel_size(client: httpx.Client, org: Org, si
     assert response.status_code == 200, response.text
     image = decode(response.content)
     assert (image.width, image.height) == size
-
-
-def test_every_preset_reaches_the_page(client: httpx.Client, org: Org, site: Site) -> None:
-    """Each preset's viewport, scale, touch, mobile user agent and orientation, as the page sees them."""
-    from render.contract.devices import DEVICES
-
-    def probe(name: str) -> dict:
-        response = take(client, org, url=site.url("/probe.html"), viewport_device=name, format="html")
-        assert response.status_code == 200, (name, response.text)
-        return json.loads(re.search(r'<pre id="probe">(.*?)</pre>', response.text).group(1))  # type: ignore[union-attr]
-
-    # Two at a time, so the queue is never empty between jobs.
-    with ThreadPoolExecutor(2) as pool:
-        probes = dict(zip(sorted(DEVICES), pool.map(probe, sorted(DEVICES)), strict=True))
-    for name, seen in probes.items():
-        device = DEVICES[name]
-        assert (seen["width"], seen["height"]) == (device.width, device.height), name
-        assert seen["dpr"] == pytest.approx(device.scale), name
-        assert seen["touch"] is device.touch, name
-        assert seen["mobile"] is device.mobile, name
-        assert seen["landscape"] is (device.width > device.height), name
-        assert "HeadlessChrome" not in seen["ua"], name
 
 
 def test_viewport_parameters(client: httpx.Client, org: Org, site: Site) -> None:
