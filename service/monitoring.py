@@ -18,7 +18,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import orjson
 import redis
@@ -28,6 +27,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from render.contract import sealing
+from render.contract.errors import ServiceError
 from render.contract.monitoring import MonitorOrder, next_due
 from render.contract.options import TakeOptions
 from render.contract.wire import JobRequest, JobResult
@@ -156,8 +156,10 @@ def fire(monitor_id: str, due: int, revision: int, attempt: int = 0) -> str:
             schedule_run(connection, monitor_id, due, revision, attempt + 1)
             return f"retrying in {RETRY_SECONDS} s: {busy.code}"
         fail_run(connection, settings, monitor, due, reference, busy)
-    except ScreenshotsLimitReached as spent:
-        fail_run(connection, settings, monitor, due, reference, spent)
+        return f"failed: {busy.code}"
+    except ServiceError as failed:  # the quota spent, the organisation revoked, its secrets unreadable here
+        fail_run(connection, settings, monitor, due, reference, failed)
+        return f"failed: {failed.code}"
     return f"started {reference}"
 
 
@@ -219,7 +221,7 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
 
 
 def fail_run(connection: redis.Redis, settings: Settings, monitor: monitors.Monitor, due: int, reference: str,
-             error: Any) -> None:
+             error: ServiceError) -> None:
     """A run that could not start: recorded failed (and its webhook told with webhook_errors)."""
     job = _job(settings, monitor, due, reference, None)
     message = f"{error.message} The run due at {iso_time(due)} did not start."

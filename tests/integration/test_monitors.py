@@ -353,3 +353,17 @@ def test_the_monitors_command_manages_them_through_the_api(service: RunningServi
     gone = cli("show", monitor_id)
     assert gone.returncode == 1 and "monitor_id" in gone.stderr
     assert live.fetches >= 2
+
+
+def test_a_run_past_the_quota_is_a_failed_run_not_a_capture(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    org = make_org(quota=1)
+    live, url = live_page(site)
+    monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1},
+                     pause_after_failures=1).json()
+    shown = wait_until(lambda: (found := client.get(f"/v1/monitors/{monitor['id']}", params={
+        "access_key": org.access_key}).json())["paused"] and found, 30, "the pause")
+    history = runs(client, org, monitor["id"])
+    assert [run["status"] for run in history] == ["failed", "done"]
+    assert history[0]["error_code"] == "screenshots_limit_reached" and "did not start" in history[0]["error_message"]
+    assert shown["paused_reason"] == "1 failed runs in a row"
+    assert live.fetches == 1 and used(client, org) == 1
