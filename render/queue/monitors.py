@@ -146,7 +146,7 @@ def record_run(connection: redis.Redis, job: JobRequest, result: JobResult) -> d
             pipe.hset(key, "last_success", orjson.dumps({"reference": job.reference, "key": result.storage_key}))
         elif spec.pause_after_failures and failures >= spec.pause_after_failures and not spec.paused:
             pipe.hset(key, mapping={"spec": spec.model_copy(update={"paused": True}).model_dump_json(),
-                                    "paused_reason": f"{failures} failed runs in a row"})
+                                    "paused_reason": f"{failures} failed run{'s' if failures > 1 else ''} in a row"})
             pipe.hincrby(key, "revision", 1)
             pipe.zrem(MONITORS_DUE_KEY, monitor.id)
         for counter in counters:

@@ -365,5 +365,5 @@ def test_a_run_past_the_quota_is_a_failed_run_not_a_capture(client: httpx.Client
     history = runs(client, org, monitor["id"])
     assert [run["status"] for run in history] == ["failed", "done"]
     assert history[0]["error_code"] == "screenshots_limit_reached" and "did not start" in history[0]["error_message"]
-    assert shown["paused_reason"] == "1 failed runs in a row"
+    assert shown["paused_reason"] == "1 failed run in a row"
     assert live.fetches == 1 and used(client, org) == 1
