@@ -68,6 +68,10 @@ ENTRIES: dict[str, Entry] = {
                             "it did not catch; the message names the first.",
                             "Fix the page's script, or leave fail_on_console_errors out (metadata_console lists "
                             "the messages without failing)."),
+    "vision_response_invalid": Entry("With vision_response_schema: the vision provider's answer is not JSON, or "
+                                     "is JSON that does not follow the schema; the message says where.",
+                                     "Retry (models vary), simplify the schema or the prompt, or check that the "
+                                     "provider and model support structured output (SCREENSHOT_VISION_MODEL)."),
     "resource_failed": Entry("With fail_on_resource_status or fail_on_resource_load_failure: a subresource of "
                              "the page (an image, a script, a style sheet, a frame, a fetch) answered one of the "
                              "given statuses or did not load; the message names the first.",

@@ -85,5 +85,7 @@ def present(options: TakeOptions, result: JobResult, stored: dict[str, tuple[str
     if result.vision_completion is not None:
         completion = result.vision_completion
         body["vision"] = {"completion": completion}
+        if options.vision_response_schema is not None:  # checked against the schema by the worker
+            body["vision"]["response"] = json.loads(completion)
         headers["x-service-vision-completion"] = percent_encoded(completion)
     return body, headers

@@ -116,7 +116,8 @@ class Receiver:
 # --- an OpenAI-compatible vision provider -------------------------------------------------------
 
 VISION_KEYS = {
-    "sk-test-good": 200, "sk-test-revoked": 401, "sk-test-limited": 429, "sk-test-broken": 500,
+    "sk-test-good": 200, "sk-test-off-schema": 200, "sk-test-prose": 200, "sk-test-revoked": 401,
+    "sk-test-limited": 429, "sk-test-broken": 500,
     "sk-test-bad-request": 400,
 }
 
@@ -137,6 +138,16 @@ def vision_answer(received: Received) -> tuple[int, dict[str, str], bytes]:
     centre = [round(v) for v in decoded.getpoint(decoded.width // 2, decoded.height // 2)[:3]]
     completion = (f"Vu: {media_type} {decoded.width}×{decoded.height}, centre {centre}, "
                   f"prompt «{text['text']}», max_tokens {request.get('max_tokens')}, model {request['model']}")
+    wanted = request.get("response_format")
+    if wanted is not None:  # structured output, as OpenAI's json_schema response_format asks
+        assert wanted["type"] == "json_schema" and wanted["json_schema"]["strict"] is True
+        facts = {"media_type": media_type, "width": decoded.width, "height": decoded.height, "centre": centre,
+                 "prompt": text["text"]}
+        properties = wanted["json_schema"]["schema"].get("properties", {})
+        answer: object = {name: facts[name] for name in properties if name in facts}
+        if key == "sk-test-off-schema":  # a model that answers beside the schema
+            answer = {**answer, "width": str(decoded.width)}
+        completion = json.dumps(answer) if key != "sk-test-prose" else "Sure! The image is 200 px wide."
     body = {"id": "chatcmpl-test", "object": "chat.completion", "model": request["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": completion},
                          "finish_reason": "stop"}]}

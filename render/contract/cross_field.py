@@ -45,7 +45,7 @@ def take_problems(options: Any) -> list[ErrorDetail]:
             problems.append(ErrorDetail(name, f"applies to image formats, not {options.format}"))
     if options.vision_provider_api_key is not None and options.format not in IMAGE_FORMATS:
         problems.append(ErrorDetail("vision_provider_api_key", f"applies to image formats, not {options.format}"))
-    for name in ("vision_prompt", "vision_max_tokens"):
+    for name in ("vision_prompt", "vision_max_tokens", "vision_response_schema"):
         if getattr(options, name) is not None and options.vision_provider_api_key is None:
             problems.append(ErrorDetail(name, "needs vision_provider_api_key"))
     problems += store_problems(options)

@@ -185,6 +185,13 @@ class ResourceFailed(ServiceError):
     status = 500
 
 
+class VisionResponseInvalid(ServiceError):
+    """vision_response_schema: the provider answered outside the schema (not JSON, or JSON that does not follow it)."""
+
+    code = "vision_response_invalid"
+    status = 500
+
+
 class ScriptTriggersRedirect(ServiceError):
     code = "script_triggers_redirect"
     status = 400

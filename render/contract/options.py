@@ -28,6 +28,7 @@ from render.contract.values import (
     HeaderValue,
     HostPatterns,
     HttpUrl,
+    JsonSchema,
     OptionalBool,
     PaperFormat,
     ProxyUrl,
@@ -47,7 +48,7 @@ from render.contract.values import (
 CACHE_TTL_MIN = 14400
 CACHE_TTL_MAX = 2592000
 # The vision request: never in a payload, sealed for the job (the key is a secret, the prompt the caller's).
-VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens"})
+VISION_FIELDS = frozenset({"vision_provider_api_key", "vision_prompt", "vision_max_tokens", "vision_response_schema"})
 
 
 class TakeOptions(BaseModel):
@@ -348,6 +349,8 @@ class TakeOptions(BaseModel):
                                                 "never stored.")
     vision_prompt: str | None = param(None, "Vision", "Prompt sent with the image.")
     vision_max_tokens: int | None = param(None, "Vision", "Completion length limit.", ge=1, le=16384)
+    vision_response_schema: JsonSchema | None = param(None, "Vision", "A JSON Schema the completion must follow "
+                                                      "(structured output); checked before it is returned.")
 
     # Effects
     watermark: str | None = param(None, "Effects", "Watermark text, bottom right (white with a dark halo).",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import re
 import zoneinfo
 from typing import Annotated, Any, Literal, TypeVar
@@ -190,6 +191,42 @@ def _resource_statuses(value: Any) -> list[str]:
     return statuses
 
 
+JSON_SCHEMA_MAX_BYTES = 16 * 1024
+
+
+def _plain_json(value: Any) -> Any:
+    """A JSON body's value with its numbers as numbers (the body keeps them as their text, `JsonNumber`)."""
+    if isinstance(value, dict):
+        return {str(key): _plain_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_json(item) for item in value]
+    if isinstance(value, str) and type(value) is not str:  # a number kept as its text
+        return json.loads(value)
+    return value
+
+
+def _json_schema(value: Any) -> dict[str, Any]:
+    """A JSON Schema (2020-12) as an object, or its JSON text (a query string's); at most 16 KiB."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError("must be a JSON Schema: an object, or its JSON text") from None
+    value = _plain_json(value)
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON Schema object")
+    if len(json.dumps(value)) > JSON_SCHEMA_MAX_BYTES:
+        raise ValueError(f"must be at most {JSON_SCHEMA_MAX_BYTES // 1024} KiB of JSON")
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as error:
+        raise ValueError(f"is not a valid JSON Schema: {error.message[:200]}") from None
+    return value
+
+
 def _store_endpoint(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
@@ -214,6 +251,7 @@ CssLength = Annotated[str, AfterValidator(_css_length)]
 StorageKey = Annotated[str, AfterValidator(_storage_key)]  # a relative object key, placeholders allowed
 StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
 ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]
+JsonSchema = Annotated[dict[str, Any], BeforeValidator(_json_schema)]
 
 ResponseType = Literal["by_format", "json", "empty"]
 WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]

@@ -8,6 +8,7 @@ reference) and only the worker that runs the job opens it, in memory, for the on
 from __future__ import annotations
 
 import base64
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from render.contract.errors import (
     RequestNotValid,
     ServiceError,
     TemporaryUnavailable,
+    VisionResponseInvalid,
 )
 
 if TYPE_CHECKING:
@@ -64,9 +66,29 @@ def _completion(body: Any) -> str:
     return str(content or "")
 
 
+def structured(completion: str, schema: dict[str, Any]) -> str:
+    """A completion that must follow `schema`: its JSON text as given, or VisionResponseInvalid saying where not."""
+    from jsonschema import Draft202012Validator
+
+    try:
+        answer = json.loads(completion)
+    except ValueError:
+        raise VisionResponseInvalid(f"The vision provider's answer is not JSON, as vision_response_schema needs: "
+                                    f"{completion[:120]!r}.") from None
+    errors = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda error: list(error.path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(part) for part in first.path) or "the answer"
+        raise VisionResponseInvalid(f"The vision provider's answer does not follow vision_response_schema at "
+                                    f"{where}: {first.message[:200]}.")
+    return completion
+
+
 def ask(image: bytes, media_type: str, prompt: str | None, max_tokens: int | None, *, api_key: str,
-        base_url: str, model: str, deadline: float, timeout: float) -> str:
-    """The provider's completion for this image, or a ServiceError the caller can act on."""
+        base_url: str, model: str, deadline: float, timeout: float, schema: dict[str, Any] | None = None) -> str:
+    """The provider's completion for this image, or a ServiceError the caller can act on. With `schema`, the
+    provider is asked for structured output (OpenAI's `response_format` of type `json_schema`) and the answer is
+    checked against it."""
     import httpx  # on first use: with its command-line extras about 8 MB a worker rarely needs
 
     seconds = min(timeout, deadline - time.time())
@@ -82,6 +104,9 @@ def ask(image: bytes, media_type: str, prompt: str | None, max_tokens: int | Non
     }
     if max_tokens is not None:
         payload["max_tokens"] = max_tokens
+    if schema is not None:
+        payload["response_format"] = {"type": "json_schema", "json_schema": {"name": "screenshot_answer",
+                                                                            "schema": schema, "strict": True}}
     url = f"{base_url.rstrip('/')}/chat/completions"
     try:
         with httpx.Client(timeout=seconds, trust_env=False) as client:
@@ -93,6 +118,7 @@ def ask(image: bytes, media_type: str, prompt: str | None, max_tokens: int | Non
     if response.status_code >= 300:
         raise _provider_error(response)
     try:
-        return _completion(response.json())
+        completion = _completion(response.json())
     except ValueError:
         raise NetworkError("The vision provider answered with something that is not JSON.") from None
+    return completion if schema is None else structured(completion, schema)

@@ -176,7 +176,7 @@ class Finisher:
             image, media_type, options.vision_prompt, options.vision_max_tokens,
             api_key=options.vision_provider_api_key,
             base_url=settings.vision_base_url, model=settings.vision_model, deadline=job.deadline,
-            timeout=settings.vision_timeout)
+            timeout=settings.vision_timeout, schema=options.vision_response_schema)
 
     def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
         key = job.store_key or object_key(job.organisation, job.reference, options.file_extension)

@@ -82,6 +82,46 @@ def test_json_carries_the_completion_of_the_resized_image(isolated_http: httpx.C
     assert unquote(response.headers[COMPLETION_HEADER]) == completion
 
 
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["width", "height", "centre"],
+          "properties": {"width": {"type": "integer", "minimum": 1}, "height": {"type": "integer", "minimum": 1},
+                         "centre": {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 3}}}
+
+
+def test_a_structured_answer_follows_the_schema(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                                provider: Receiver) -> None:
+    """The schema goes to the provider as structured output (response_format json_schema, strict) and its
+    answer, checked against it, comes back as text and as JSON; a schema in a query string is its JSON text."""
+    response = isolated_http.post("/v1/screenshot/take", json={
+        "access_key": isolated_org.access_key, "url": site.url("/colours.html"), "viewport_width": 200,
+        "viewport_height": 100, "response_type": "json", "vision_provider_api_key": "sk-test-good",
+        "vision_response_schema": SCHEMA})
+    assert response.status_code == 200, response.text
+    vision = response.json()["vision"]
+    assert vision["response"] == {"width": 200, "height": 100, "centre": [0, 0, 255]}
+    assert json.loads(vision["completion"]) == vision["response"]
+    sent = provider.to("/v1/chat/completions")[-1].json()["response_format"]
+    assert sent == {"type": "json_schema", "json_schema": {"name": "screenshot_answer", "schema": SCHEMA,
+                                                           "strict": True}}
+    by_query = take(isolated_http, isolated_org, site, vision_provider_api_key="sk-test-good",
+                    vision_response_schema=json.dumps(SCHEMA))
+    assert by_query.status_code == 200 and json.loads(unquote(by_query.headers[COMPLETION_HEADER]))["width"] == 200
+
+
+@pytest.mark.parametrize(("key", "where"), [("sk-test-off-schema", "at width: '200' is not of type 'integer'"),
+                                            ("sk-test-prose", "is not JSON")])
+def test_an_answer_outside_the_schema_is_a_clear_error_not_charged(isolated_http: httpx.Client, make_org_in,  # type: ignore[no-untyped-def]
+                                                                   isolated: RunningService, site: Site, key: str,
+                                                                   where: str) -> None:
+    org = make_org_in(isolated.redis_url)
+    response = take(isolated_http, org, site, vision_provider_api_key=key,
+                    vision_response_schema=json.dumps(SCHEMA))
+    assert response.status_code == 500, response.text
+    body = response.json()
+    assert body["error_code"] == "vision_response_invalid" and where in body["error_message"], body
+    assert key not in response.text
+    assert used(isolated_http, org) == 0
+
+
 @pytest.mark.parametrize(("key", "status", "code", "field"), [
     ("sk-test-revoked", 400, "request_not_valid", "vision_provider_api_key"),
     ("sk-test-bad-request", 400, "request_not_valid", "vision_prompt"),
@@ -107,6 +147,11 @@ def test_provider_errors_are_clear_and_not_charged(isolated_http: httpx.Client, 
     ({"vision_max_tokens": "20"}, "vision_max_tokens"),
     ({"vision_provider_api_key": "sk-test-good", "format": "pdf"}, "vision_provider_api_key"),
     ({"vision_provider_api_key": "sk-test-good", "vision_max_tokens": "0"}, "vision_max_tokens"),
+    ({"vision_response_schema": '{"type": "object"}'}, "vision_response_schema"),
+    ({"vision_provider_api_key": "sk-test-good", "vision_response_schema": "{not json"}, "vision_response_schema"),
+    ({"vision_provider_api_key": "sk-test-good", "vision_response_schema": '{"type": "bogus"}'},
+     "vision_response_schema"),
+    ({"vision_provider_api_key": "sk-test-good", "vision_response_schema": "[1, 2]"}, "vision_response_schema"),
 ])
 def test_bad_vision_parameters_name_the_field(isolated_http: httpx.Client, isolated_org: Org, site: Site,
                                               params: dict[str, str], field: str) -> None:

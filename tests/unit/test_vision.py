@@ -49,3 +49,17 @@ def test_content_parts_and_malformed_answers() -> None:
         assert provider.requests[0].path == "/v1/chat/completions"
     with Receiver(lambda r: (200, {}, b'{"choices": []}')) as provider, pytest.raises(NetworkError):
         ask(provider.url("/v1"))
+
+
+def test_a_structured_answer_is_checked_against_its_schema() -> None:
+    from render.contract.errors import VisionResponseInvalid
+    from render.output.vision import structured
+
+    schema = {"type": "object", "required": ["price"], "properties": {"price": {"type": "number", "minimum": 0}},
+              "additionalProperties": False}
+    assert structured('{"price": 19.99}', schema) == '{"price": 19.99}'
+    for answer, where in (('{"price": -1}', "at price: -1 is less than the minimum of 0"),
+                          ('{"cost": 1}', "at the answer:"), ("The price is 19.99.", "is not JSON")):
+        with pytest.raises(VisionResponseInvalid) as raised:
+            structured(answer, schema)
+        assert where in raised.value.message, raised.value.message
