@@ -6,11 +6,15 @@
 - `layout`: a banner BANNER_HEIGHT px high is inserted above everything (the rest moves down, unchanged);
 - `base`: none of that.
 `/watch/live.html` serves the version a test sets (`LivePage.version`), for monitors that watch one URL.
+`/articles/<id>.html` serves the saved article pages of tests/material/articles (main-content Markdown), and
+`/articles/<id>-hidden.html` the same page with its body hidden until a script shows it (none does).
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
+from pathlib import Path
 from typing import Any
 
 # x, y, width, height in CSS px (device scale factor 1) of what changes.
@@ -18,6 +22,7 @@ PRICE_BOX = (40, 120, 200, 40)
 IMAGE_BOX = (300, 120, 120, 80)
 BANNER_HEIGHT = 60
 VERSIONS = ("base", "text", "image", "layout")
+PAGE_POLICY = "default-src 'self' 'unsafe-inline' data:"
 
 
 def page(version: str) -> str:
@@ -61,5 +66,25 @@ class LivePage:
         return _html(page(self.version))
 
 
+ARTICLES_DIR = Path(__file__).parent / "material" / "articles"
+ARTICLES = sorted(path.name.removesuffix(".html.gz") for path in ARTICLES_DIR.glob("*.html.gz"))
+# A page that hides its body until a script shows it (the script never comes): the article is in the DOM.
+HIDDEN_UNTIL_SCRIPT = b"<style>body { display: none !important; }</style>"
+
+
+def article(name: str, hidden: bool = False) -> bytes:
+    """A saved article page (tests/material/articles); `hidden`: its body hidden until a script that never runs."""
+    page = gzip.decompress((ARTICLES_DIR / f"{name}.html.gz").read_bytes())
+    if hidden:
+        at = page.lower().find(b"</head>")
+        page = page[:at] + HIDDEN_UNTIL_SCRIPT + page[at:] if at >= 0 else HIDDEN_UNTIL_SCRIPT + page
+    return page
+
+
 def routes() -> dict[str, Any]:
-    return {"/watch/page.html": lambda q: _html(page(q.get("v", ["base"])[0]))}
+    table: dict[str, Any] = {"/watch/page.html": lambda q: _html(page(q.get("v", ["base"])[0]))}
+    for name in ARTICLES:  # nothing they name beyond the page is fetched: the policy refuses it unsent
+        for hidden in (False, True):
+            table[f"/articles/{name}{'-hidden' if hidden else ''}.html"] = (lambda n, h: lambda q: (
+                200, "text/html; charset=utf-8", article(n, h), {"Content-Security-Policy": PAGE_POLICY}))(name, hidden)
+    return table

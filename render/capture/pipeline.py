@@ -32,7 +32,6 @@ from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
 from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
-from render.output.documents import html_to_markdown
 from render.page import har, motion, preparation, quality, request_context
 from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
@@ -215,7 +214,7 @@ async def _document(options: TakeOptions, tab: Tab) -> Output:
         return Output((await metadata.page_html(tab, options)).encode(), "html", FORMATS["html"].media_type)
     if options.format == "aria":
         return Output((await aria_snapshot(tab, options)).encode(), "aria", FORMATS["aria"].media_type)
-    markdown = html_to_markdown(await metadata.readable_html(tab, options))
+    markdown = await metadata.page_markdown(tab, options)
     return Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
 
 

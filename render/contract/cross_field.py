@@ -36,6 +36,10 @@ def take_problems(options: Any) -> list[ErrorDetail]:
         problems.append(ErrorDetail("delay", f"must be shorter than timeout ({options.timeout} s)"))
     if options.cache and (options.async_ or options.webhook_url):
         problems.append(ErrorDetail("cache", "cannot be combined with async or webhook_url"))
+    if options.markdown_content == "main" and options.format != "markdown" and not (
+            options.metadata_content and options.metadata_content_format == "markdown"):
+        problems.append(ErrorDetail("markdown_content",
+                                    "applies to format=markdown or metadata_content_format=markdown"))
     if options.cache_stale_ttl is not None and not options.cache:
         problems.append(ErrorDetail("cache_stale_ttl", "requires cache=true"))
     if options.proxy is not None and options.ip_country_code is not None:

@@ -297,6 +297,8 @@ class TakeOptions(BaseModel):
     metadata_content: Bool = param(False, "Metadata", "Upload the page content; URL returned.")
     metadata_content_format: Literal["html", "markdown"] = param("html", "Metadata",
                                                                  "Format of metadata_content.")
+    markdown_content: Literal["visible", "main"] = param("visible", "Metadata", "Markdown of everything visible, "
+                                                         "or of the main content alone (the article).")
     metadata_http_response_status_code: Bool = param(False, "Metadata", "Main document's status code.")
     metadata_http_response_headers: Bool = param(False, "Metadata", "Main document's headers.")
     metadata_accessibility: Bool = param(False, "Metadata", "The accessibility tree (Playwright's ARIA snapshot, "

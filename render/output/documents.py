@@ -88,3 +88,26 @@ def html_to_markdown(html: str) -> str:
         if line or (out and out[-1]):
             out.append(line)
     return "\n".join(out).strip() + "\n"
+
+
+def main_content_markdown(html: str, url: str | None = None) -> str:
+    """The article of a rendered page as Markdown (`markdown_content=main`): trafilatura finds it in the whole
+    DOM, parts hidden until a script shows them included, without navigation, footers, asides and ads; its
+    title leads as a heading. Empty when the page holds no article."""
+    import trafilatura
+    from bs4 import BeautifulSoup
+
+    extracted = trafilatura.extract(html, url=url, output_format="html", include_links=True, include_images=True,
+                                    include_tables=True, include_formatting=True, favor_recall=True)
+    if not extracted:
+        return ""
+    soup = BeautifulSoup(extracted, "html.parser")
+    found = trafilatura.extract_metadata(html)
+    title = found.title if found is not None else None
+    body = soup.body or soup
+    first = body.find(True)
+    if title and not (first is not None and first.name in ("h1", "h2") and first.get_text(strip=True) == title):
+        heading = soup.new_tag("h1")
+        heading.string = title
+        body.insert(0, heading)
+    return html_to_markdown(str(soup))

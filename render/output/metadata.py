@@ -12,7 +12,7 @@ from playwright.async_api import Response
 from render.browser.tabs import Tab
 from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
-from render.output.documents import VISIBLE_DOCUMENT, html_to_markdown
+from render.output.documents import VISIBLE_DOCUMENT, html_to_markdown, main_content_markdown
 from render.page import shadow
 
 # og:* properties; a property given more than once becomes a list, in page order.
@@ -116,7 +116,7 @@ async def content(tab: Tab, options: TakeOptions) -> tuple[bytes, str, str]:
     """The page as `metadata_content_format`: (body, extension, content type)."""
     if options.metadata_content_format == "markdown":
         markdown = FORMATS["markdown"]
-        return html_to_markdown(await readable_html(tab, options)).encode(), markdown.extension, markdown.media_type
+        return (await page_markdown(tab, options)).encode(), markdown.extension, markdown.media_type
     html = FORMATS["html"]
     return (await page_html(tab, options)).encode(), html.extension, html.media_type
 
@@ -126,6 +126,13 @@ async def page_html(tab: Tab, options: TakeOptions) -> str:
     if options.include_shadow_dom:
         return await shadow.serialize(tab, composed=False)
     return await tab.page.content()
+
+
+async def page_markdown(tab: Tab, options: TakeOptions) -> str:
+    """The page as Markdown: everything a person sees, or with `markdown_content=main` its article alone."""
+    if options.markdown_content == "main":
+        return main_content_markdown(await page_html(tab, options), tab.page.url)
+    return html_to_markdown(await readable_html(tab, options))
 
 
 async def readable_html(tab: Tab, options: TakeOptions) -> str:
