@@ -36,9 +36,9 @@ if [[ "$mode" == "--image" ]]; then
   # The image brings its own Python (Debian bookworm's 3.11) and an init that reaps Chromium's zombies.
   PACKAGES+=(python3 python3-venv tini)
 else
-  # Only the tests use these: an upstream proxy, PDF page rendering, Redis Sentinel (the failover test) and
+  # Only the tests use these: an upstream proxy, PDF page rendering and checks, Redis Sentinel (the failover test) and
   # `ip` (the multi-host test's network namespaces).
-  PACKAGES+=(tinyproxy poppler-utils redis-sentinel iproute2)
+  PACKAGES+=(tinyproxy poppler-utils qpdf redis-sentinel iproute2)
 fi
 
 missing=()

@@ -1,8 +1,16 @@
-"""A page as PDF: Chromium's print, with the spec's paper sizes, margins and fit-to-one-page."""
+"""A page as PDF: Chromium's print, with the spec's paper sizes, margins and fit-to-one-page, custom sheets, the
+page's own CSS size, scale, page ranges, header and footer templates, tags and an outline; then the document's
+title, author, subject and keywords written into it (pikepdf, in its document information and XMP metadata)."""
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+
 from render.browser.tabs import Tab
+from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import TakeOptions
 
 CSS_PX_PER_INCH = 96
@@ -19,19 +27,62 @@ async def print_pdf(options: TakeOptions, tab: Tab) -> bytes:
         side: getattr(options, f"pdf_margin_{side}") or options.pdf_margin
         for side in ("top", "right", "bottom", "left")
     }
-    scale = 1.0
-    page_ranges = ""
+    scale = options.pdf_scale
+    page_ranges = options.pdf_page_ranges or ""
     if options.pdf_fit_one_page:
         scale = await _fit_one_page_scale(options, tab, margin)
         page_ranges = "1"
-    return await tab.page.pdf(
-        format=options.pdf_paper_format,
-        landscape=options.pdf_landscape,
-        print_background=options.pdf_print_background,
-        margin=margin,  # type: ignore[arg-type]  # a PdfMargins TypedDict
-        scale=scale,
-        page_ranges=page_ranges,
-    )
+    sheet: dict[str, Any] = ({"width": options.pdf_width, "height": options.pdf_height} if options.pdf_width
+                             else {"format": options.pdf_paper_format})
+    templates = options.pdf_header_template is not None or options.pdf_footer_template is not None
+    try:
+        printed = await tab.page.pdf(
+            **sheet,
+            landscape=options.pdf_landscape,
+            print_background=options.pdf_print_background,
+            margin=margin,  # type: ignore[arg-type]  # a PdfMargins TypedDict
+            scale=scale,
+            page_ranges=page_ranges,
+            prefer_css_page_size=options.pdf_prefer_css_page_size,
+            display_header_footer=templates,
+            # Chromium prints its own date and title where a template is not given: an empty one prints nothing.
+            header_template=options.pdf_header_template or "<span></span>",
+            footer_template=options.pdf_footer_template or "<span></span>",
+            tagged=options.pdf_tagged or options.pdf_outline,
+            outline=options.pdf_outline,
+        )
+    except PlaywrightError as error:
+        if "page range" in str(error).lower():
+            raise RequestNotValid(f"pdf_page_ranges: {options.pdf_page_ranges} names pages the document does not "
+                                  "have.", [ErrorDetail("pdf_page_ranges", "beyond the document's pages")]) from None
+        raise
+    return with_document_info(printed, options)
+
+
+def with_document_info(pdf: bytes, options: TakeOptions) -> bytes:
+    """`pdf` with pdf_title, pdf_author, pdf_subject and pdf_keywords in its document information and its XMP
+    metadata (what PDF readers and archives show), when any is given."""
+    given = {name: getattr(options, f"pdf_{name}") for name in ("title", "author", "subject", "keywords")}
+    if not any(given.values()):
+        return pdf
+    import pikepdf  # on first use: a worker that never prints with document information never loads it
+
+    with pikepdf.open(io.BytesIO(pdf)) as document:
+        with document.open_metadata(set_pikepdf_as_editor=False) as xmp:
+            if given["title"]:
+                xmp["dc:title"] = given["title"]
+            if given["author"]:
+                xmp["dc:creator"] = [given["author"]]
+            if given["subject"]:
+                xmp["dc:description"] = given["subject"]
+            if given["keywords"]:
+                xmp["pdf:Keywords"] = given["keywords"]
+        for name, value in given.items():
+            if value:
+                document.docinfo[f"/{name.capitalize()}"] = value
+        out = io.BytesIO()
+        document.save(out)
+    return out.getvalue()
 
 
 def css_length_to_px(value: str) -> float:
@@ -51,6 +102,9 @@ async def _fit_one_page_scale(options: TakeOptions, tab: Tab, margin: dict[str, 
     content = await tab.page.evaluate(
         "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
     width_in, height_in = PAPER_INCHES[options.pdf_paper_format]
+    if options.pdf_width and options.pdf_height:  # a custom sheet
+        width_in, height_in = (css_length_to_px(length) / CSS_PX_PER_INCH
+                               for length in (options.pdf_width, options.pdf_height))
     if options.pdf_landscape:
         width_in, height_in = height_in, width_in
     px = css_length_to_px

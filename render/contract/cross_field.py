@@ -40,6 +40,7 @@ def take_problems(options: Any) -> list[ErrorDetail]:
             options.metadata_content and options.metadata_content_format == "markdown"):
         problems.append(ErrorDetail("markdown_content",
                                     "applies to format=markdown or metadata_content_format=markdown"))
+    problems += all_or_none(options, "custom sheet size", ("pdf_width", "pdf_height"))
     if options.cache_stale_ttl is not None and not options.cache:
         problems.append(ErrorDetail("cache_stale_ttl", "requires cache=true"))
     if options.proxy is not None and options.ip_country_code is not None:

@@ -30,6 +30,7 @@ from render.contract.values import (
     HttpUrl,
     JsonSchema,
     OptionalBool,
+    PageRanges,
     PaperFormat,
     ProxyUrl,
     ResourceStatuses,
@@ -246,6 +247,21 @@ class TakeOptions(BaseModel):
     pdf_margin_right: CssLength | None = param(None, "PDF", "Right margin, overrides pdf_margin.")
     pdf_margin_bottom: CssLength | None = param(None, "PDF", "Bottom margin, overrides pdf_margin.")
     pdf_margin_left: CssLength | None = param(None, "PDF", "Left margin, overrides pdf_margin.")
+    pdf_width: CssLength | None = param(None, "PDF", "Custom sheet width (with pdf_height), CSS units.")
+    pdf_height: CssLength | None = param(None, "PDF", "Custom sheet height (with pdf_width), CSS units.")
+    pdf_prefer_css_page_size: Bool = param(False, "PDF", "The page's CSS @page size wins over the sheet's.")
+    pdf_scale: float = param(1.0, "PDF", "Scale of the rendering, 0.1-2.", ge=0.1, le=2)
+    pdf_page_ranges: PageRanges | None = param(None, "PDF", "Pages to print: 1-5, 8, 11-13.")
+    pdf_header_template: str | None = param(None, "PDF", "HTML of each sheet's header; classes date, title, url, "
+                                            "pageNumber, totalPages get those values.", max_length=16384)
+    pdf_footer_template: str | None = param(None, "PDF", "HTML of each sheet's footer (as the header's).",
+                                            max_length=16384)
+    pdf_tagged: Bool = param(False, "PDF", "Tagged (accessible) PDF: its structure tree.")
+    pdf_outline: Bool = param(False, "PDF", "A document outline (bookmarks) from the headings; tags the PDF.")
+    pdf_title: str | None = param(None, "PDF", "Document title (else the page's).", max_length=1000)
+    pdf_author: str | None = param(None, "PDF", "Document author.", max_length=1000)
+    pdf_subject: str | None = param(None, "PDF", "Document subject.", max_length=1000)
+    pdf_keywords: str | None = param(None, "PDF", "Document keywords.", max_length=1000)
 
     # Cache
     cache: Bool = param(False, "Cache", "Serve from and store in the cache.")

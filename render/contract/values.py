@@ -227,6 +227,17 @@ def _json_schema(value: Any) -> dict[str, Any]:
     return value
 
 
+def _page_ranges(value: str) -> str:
+    """Chromium's page ranges: `1-5, 8, 11-13` (1-based, ranges ascending; `-3` and `9-` are open ranges)."""
+    parts = [part.strip() for part in value.split(",")]
+    for part in parts:
+        found = re.fullmatch(r"(\d*)\s*-\s*(\d*)|(\d+)", part)
+        if not found or part in ("-", "") or "0" in (found.group(1), found.group(3)) or (
+                found.group(1) and found.group(2) and int(found.group(1)) > int(found.group(2))):
+            raise ValueError(f"{part[:20]!r} is not a page or a range of pages (1-5, 8, 11-13)")
+    return ", ".join(parts)
+
+
 def _store_endpoint(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
@@ -252,6 +263,7 @@ StorageKey = Annotated[str, AfterValidator(_storage_key)]  # a relative object k
 StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
 ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]
 JsonSchema = Annotated[dict[str, Any], BeforeValidator(_json_schema)]
+PageRanges = Annotated[str, AfterValidator(_page_ranges)]
 
 ResponseType = Literal["by_format", "json", "empty"]
 WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]
