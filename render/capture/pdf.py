@@ -5,6 +5,7 @@ title, author, subject and keywords written into it (pikepdf, in its document in
 from __future__ import annotations
 
 import io
+import secrets
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
@@ -56,7 +57,7 @@ async def print_pdf(options: TakeOptions, tab: Tab) -> bytes:
             raise RequestNotValid(f"pdf_page_ranges: {options.pdf_page_ranges} names pages the document does not "
                                   "have.", [ErrorDetail("pdf_page_ranges", "beyond the document's pages")]) from None
         raise
-    return with_document_info(printed, options)
+    return protected(with_document_info(printed, options), options)
 
 
 def with_document_info(pdf: bytes, options: TakeOptions) -> bytes:
@@ -82,6 +83,31 @@ def with_document_info(pdf: bytes, options: TakeOptions) -> bytes:
                 document.docinfo[f"/{name.capitalize()}"] = value
         out = io.BytesIO()
         document.save(out)
+    return out.getvalue()
+
+
+# pdf_permissions' names -> pikepdf's permission flags they allow.
+ALLOWS = {"print": ("print_lowres",), "print_highres": ("print_lowres", "print_highres"), "copy": ("extract",),
+          "annotate": ("modify_annotation",), "fill_forms": ("modify_form",), "assemble": ("modify_assembly",),
+          "modify": ("modify_other",), "accessibility": ("accessibility",)}
+
+
+def protected(pdf: bytes, options: TakeOptions) -> bytes:
+    """`pdf` encrypted (AES-256, PDF 2.0's R=6) when a password is given: opened with pdf_user_password (none: it
+    opens without one), pdf_permissions enforced unless opened with pdf_owner_password (none given: a random one,
+    so nobody can lift them)."""
+    if options.pdf_user_password is None and options.pdf_owner_password is None:
+        return pdf
+    import pikepdf
+
+    allowed = {flag for name in (options.pdf_permissions if options.pdf_permissions is not None else ALLOWS)
+               for flag in ALLOWS[name]}
+    permissions = pikepdf.Permissions(**{flag: flag in allowed for flags in ALLOWS.values() for flag in flags})
+    owner = options.pdf_owner_password or secrets.token_urlsafe(24)
+    with pikepdf.open(io.BytesIO(pdf)) as document:
+        out = io.BytesIO()
+        document.save(out, encryption=pikepdf.Encryption(user=options.pdf_user_password or "", owner=owner, R=6,
+                                                         allow=permissions))
     return out.getvalue()
 
 

@@ -32,6 +32,8 @@ from render.contract.values import (
     OptionalBool,
     PageRanges,
     PaperFormat,
+    PdfPassword,
+    PdfPermissions,
     ProxyUrl,
     ResourceStatuses,
     ResourceType,
@@ -262,6 +264,10 @@ class TakeOptions(BaseModel):
     pdf_author: str | None = param(None, "PDF", "Document author.", max_length=1000)
     pdf_subject: str | None = param(None, "PDF", "Document subject.", max_length=1000)
     pdf_keywords: str | None = param(None, "PDF", "Document keywords.", max_length=1000)
+    pdf_user_password: PdfPassword | None = param(None, "PDF", "Encrypt (AES-256): the password to open it.")
+    pdf_owner_password: PdfPassword | None = param(None, "PDF", "Encrypt: the password lifting pdf_permissions.")
+    pdf_permissions: PdfPermissions | None = param(None, "PDF", "What an encrypted PDF allows without its owner "
+                                                   "password (default: everything).")
 
     # Cache
     cache: Bool = param(False, "Cache", "Serve from and store in the cache.")

@@ -27,7 +27,8 @@ from render.contract.store import STORAGE_CREDENTIALS
 
 # The options that carry credentials. The url too, when it holds a user or password (then the options keep
 # it without them).
-SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy", *STORAGE_CREDENTIALS)
+SECRET_FIELDS = ("cookies", "headers", "authorization", "proxy", *STORAGE_CREDENTIALS, "pdf_user_password",
+                 "pdf_owner_password")
 _NONCE_BYTES = 12
 
 

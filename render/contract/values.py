@@ -264,6 +264,13 @@ StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
 ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]
 JsonSchema = Annotated[dict[str, Any], BeforeValidator(_json_schema)]
 PageRanges = Annotated[str, AfterValidator(_page_ranges)]
+# A PDF password: 1-127 characters of printable ASCII (what PDF readers let people type; AES-256 takes UTF-8 but
+# readers differ), never echoed in a message.
+PdfPassword = Annotated[str, Field(min_length=1, max_length=127, pattern=r"^[ -~]+$")]
+PDF_PERMISSIONS = ("print", "print_highres", "copy", "annotate", "fill_forms", "assemble", "modify",
+                   "accessibility")
+PdfPermissions = Annotated[list[Literal["print", "print_highres", "copy", "annotate", "fill_forms", "assemble",
+                                        "modify", "accessibility"]], BeforeValidator(as_list)]
 
 ResponseType = Literal["by_format", "json", "empty"]
 WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]

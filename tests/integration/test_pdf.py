@@ -132,3 +132,45 @@ def test_the_site_s_pages_print_too(client: httpx.Client, org: Org, site: Site, 
     found = info(pdf(client, org, url=site.url("/article.html"), pdf_tagged=True, pdf_paper_format="letter"),
                  tmp_path)
     assert found["Tagged"] == "yes" and size_mm(found) == pytest.approx((215.9, 279.4), abs=1)
+
+
+def test_an_encrypted_pdf_opens_with_its_password_and_keeps_its_permissions(client: httpx.Client, org: Org,
+                                                                           tmp_path: Path) -> None:
+    data = pdf(client, org, html=BOOK, pdf_user_password="open sesame", pdf_owner_password="master key",
+               pdf_permissions=["print", "accessibility"])
+    assert b"open sesame" not in data and b"master key" not in data
+    with pytest.raises(pikepdf.PasswordError):
+        pikepdf.open(io.BytesIO(data))
+    with pikepdf.open(io.BytesIO(data), password="open sesame") as document:
+        encryption = document.encryption
+        assert document.is_encrypted and encryption.R == 6 and encryption.bits == 256
+        assert str(encryption.stream_method).endswith("aesv3")  # AES-256
+        allowed = document.allow
+        assert allowed.print_lowres and allowed.accessibility
+        assert not (allowed.extract or allowed.modify_other or allowed.modify_annotation or allowed.print_highres)
+        assert len(document.pages) >= 3
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(data)
+    checked = subprocess.run(["qpdf", "--password=open sesame", "--check", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    shown = subprocess.run(["pdfinfo", "-upw", "open sesame", str(path)], capture_output=True, text=True).stdout
+    assert re.search(r"^Encrypted: +yes", shown, re.M), shown
+    # Only an owner password: it opens without one, and its permissions hold.
+    owner_only = pdf(client, org, html=BOOK, pdf_owner_password="master key", pdf_permissions=[])
+    with pikepdf.open(io.BytesIO(owner_only)) as document:
+        assert document.is_encrypted and not document.allow.print_lowres and not document.allow.extract
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"pdf_permissions": ["print"]}, "pdf_permissions"),
+    ({"pdf_user_password": "x", "pdf_permissions": ["fly"]}, "pdf_permissions"),
+    ({"pdf_user_password": ""}, "pdf_user_password"),
+    ({"pdf_owner_password": "é" * 3}, "pdf_owner_password"),
+])
+def test_bad_encryption_options_name_their_field_never_the_password(client: httpx.Client, org: Org,
+                                                                   params: dict[str, object], field: str) -> None:
+    response = client.post("/v1/screenshot/take", json={"access_key": org.access_key, "format": "pdf",
+                                                        "html": "<p>one page</p>", **params})
+    assert response.status_code == 400, response.text
+    assert any(detail["field"].split(".")[0] == field for detail in response.json()["error_details"]), response.json()
+    assert "éé" not in response.text

@@ -73,3 +73,13 @@ def test_url_credentials_become_an_authorization(url: str, authorization: str | 
     params = {"url": url, **({"authorization": authorization} if authorization else {})}
     moved = without_url_credentials(parse_take_options(params))
     assert (moved.url, moved.authorization) == expected
+
+
+def test_pdf_passwords_travel_sealed() -> None:
+    options = parse_take_options({"url": "https://example.com/", "format": "pdf", "pdf_user_password": "open me",
+                                  "pdf_owner_password": "own me", "pdf_permissions": ["print"]})
+    public, token = sealing.seal_job(options, "secret-a", "job-1")
+    assert "pdf_user_password" not in public and "pdf_owner_password" not in public
+    assert public["pdf_permissions"] == ["print"]
+    opened = TakeOptions.model_validate(sealing.open_job(public, token, "secret-a", "job-1"))
+    assert (opened.pdf_user_password, opened.pdf_owner_password) == ("open me", "own me")
