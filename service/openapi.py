@@ -147,6 +147,14 @@ def json_responses(schema: str, *statuses: int) -> dict[int | str, dict[str, Any
         "$ref": f"#/components/schemas/{schema}"}}}}, **_errors(*statuses)}
 
 
+def bulk_responses() -> dict[int | str, dict[str, Any]]:
+    """POST /bulk: the entries' answers as JSON, or with merge_pdf one PDF."""
+    answers = json_responses("BulkAnswer", 400, 413, 500)
+    answers[200]["content"]["application/pdf"] = {"schema": _BINARY}
+    answers[200]["description"] = "The entries' answers; with merge_pdf, one PDF of them all."
+    return answers
+
+
 def compare_responses() -> dict[int | str, dict[str, Any]]:
     """POST /compare: the change as JSON, or the diff image."""
     return {200: {"description": "response_type=json: the change and the three images' links; by_format: the "
@@ -259,6 +267,8 @@ def _components(bulk_max: int) -> dict[str, Any]:
                             "description": "Run the captures now and answer their results."},
                 "optimize": {"type": "boolean", "default": False,
                              "description": "With execute: load each distinct page once."},
+                "merge_pdf": {"type": "boolean", "default": False,
+                              "description": "With execute, every request a PDF: answer one PDF of them all."},
                 "options": {**entry, "description": "Parameters every entry starts from."},
                 "requests": {"type": "array", "minItems": 1, "maxItems": bulk_max, "items": entry,
                              "description": "One object of /take parameters per capture (SCREENSHOT_BULK_MAX_"

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
+import io
 import time
 from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -33,7 +36,7 @@ from service.results import Presented, present_error, present_success
 from service.routes.capture import job_options, new_reference, run_capture
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
-BULK_FIELDS = ("access_key", "execute", "optimize", "options", "requests")
+BULK_FIELDS = ("access_key", "execute", "optimize", "merge_pdf", "options", "requests")
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:
@@ -73,7 +76,7 @@ def _entry_response(presented: Presented) -> dict[str, Any]:
 
 @router.post("/bulk", openapi_extra={"security": openapi.SECURED, "requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/BulkRequest"}}}}},
-             responses=openapi.json_responses("BulkAnswer", 400, 413),
+             responses=openapi.bulk_responses(),
              summary="Several screenshots in one request (lazy URLs, or executed at once)")
 async def bulk(request: Request) -> Response:
     context: AppContext = request.app.state.context
@@ -82,9 +85,10 @@ async def bulk(request: Request) -> Response:
     if unknown:
         raise RequestNotValid(f"Unknown bulk fields: {', '.join(unknown)}.",
                               [ErrorDetail(name, "unknown bulk field") for name in unknown])
-    execute, optimize = _flag(body, "execute"), _flag(body, "optimize")
-    if optimize and not execute:
-        raise RequestNotValid("optimize requires execute=true.", [ErrorDetail("optimize", "requires execute=true")])
+    execute, optimize, merge = _flag(body, "execute"), _flag(body, "optimize"), _flag(body, "merge_pdf")
+    for name, given in (("optimize", optimize), ("merge_pdf", merge)):
+        if given and not execute:
+            raise RequestNotValid(f"{name} requires execute=true.", [ErrorDetail(name, "requires execute=true")])
     defaults = body.get("options")
     defaults = {} if defaults is None else defaults
     requests = body.get("requests")
@@ -103,6 +107,10 @@ async def bulk(request: Request) -> Response:
         merged.append({**defaults, **{k: v for k, v in entry.items() if k not in ("access_key", "signature")}})
     trace_id = request.state.trace_id
     entries = [_validated(params_, execute) for params_ in merged]
+    if merge:
+        merged = [{**params_, "response_type": "by_format"} for params_ in merged]
+        entries = [_validated(params_, execute) for params_ in merged]
+        first_error(entries, pdf=True)
     if not execute:
         return JSONResponse([
             {"url": lazy_url(context.settings.service.base_url, params_, org, access_key)} if error is None
@@ -154,7 +162,54 @@ async def bulk(request: Request) -> Response:
     await asyncio.gather(*(run_group(group) for group in groups),
                          *(run_single(index, task) for index, task in tasks.items()))
     results = [answers[index] for index in range(len(merged))]
+    if merge:
+        return await merged_pdf(results)
     return Response(orjson.dumps(results), media_type="application/json")
+
+
+def in_entry(error: ServiceError, index: int) -> ServiceError:
+    """`error` of entry `index`, its message and fields naming the entry (`requests.2.format`)."""
+    error.message = f"requests[{index}]: {error.message}"
+    error.args = (error.message,)
+    error.details = [ErrorDetail(f"requests.{index}.{detail.field}", detail.message)
+                     for detail in error.details] or [ErrorDetail(f"requests.{index}", error.code)]
+    return error
+
+
+def first_error(entries: list[tuple[TakeOptions | None, ServiceError | None]], *, pdf: bool = False) -> None:
+    """merge_pdf: the first entry that is refused, or (with `pdf`) that is not a PDF, fails the whole request."""
+    for index, (options, error) in enumerate(entries):
+        if error is None and pdf and options is not None and options.format != "pdf":
+            error = RequestNotValid("merge_pdf merges PDFs: every request needs format=pdf.",
+                                    [ErrorDetail("format", "must be pdf")])
+        if error is not None:
+            raise in_entry(error, index)
+
+
+async def merged_pdf(results: list[dict[str, Any]]) -> Response:
+    """The entries' PDFs as one, in request order; the first failed entry's error (charged entries stay charged)."""
+    bodies: list[bytes] = []
+    for index, entry in enumerate(results):
+        answer = entry["response"]
+        body = base64.b64decode(answer["body"])
+        if not answer["is_successful"]:
+            raise in_entry(ServiceError.from_payload(orjson.loads(body)), index)
+        bodies.append(body)
+    merged, pages = await anyio.to_thread.run_sync(merge_pdfs, bodies)
+    return Response(merged, media_type="application/pdf", headers={"x-service-pages": str(pages),
+                                                                     "x-service-documents": str(len(bodies))})
+
+
+def merge_pdfs(documents: list[bytes]) -> tuple[bytes, int]:
+    """One PDF of `documents`' pages, in order (pikepdf; imported on first use), and its page count."""
+    import pikepdf
+
+    with contextlib.ExitStack() as stack, pikepdf.new() as merged:
+        for data in documents:  # each kept open until the merged file is written: its pages are copied then
+            merged.pages.extend(stack.enter_context(pikepdf.open(io.BytesIO(data))).pages)
+        out = io.BytesIO()
+        merged.save(out)
+        return out.getvalue(), len(merged.pages)
 
 
 # What may differ between requests that share one page load (bulk `optimize`).

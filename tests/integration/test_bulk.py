@@ -116,3 +116,37 @@ def test_optimize_loads_each_page_once_for_all_its_outputs(client: httpx.Client,
     assert json.loads(base64.b64decode(absent["body"]))["error_code"] == "selector_not_found"
     assert decode(base64.b64decode(wider["body"])).width == 300
     assert used(client, org) == 5  # every output that succeeded, not the failed one
+
+
+def test_merge_pdf_answers_one_pdf_of_every_request_in_order(client: httpx.Client, make_org, site: Site,  # type: ignore[no-untyped-def]
+                                                             tmp_path) -> None:
+    import io
+    import subprocess
+
+    import pikepdf
+
+    org = make_org()
+    pages = [f"<title>Part {n}</title><h1>Part {n}</h1>" + "<p>text</p>" * (60 * n) for n in (1, 2, 3)]
+    answer = bulk(client, org, execute=True, merge_pdf=True, options={"format": "pdf"},
+                  requests=[{"html": page} for page in pages])
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "application/pdf"
+    path = tmp_path / "merged.pdf"
+    path.write_bytes(answer.content)
+    assert subprocess.run(["qpdf", "--check", str(path)], capture_output=True).returncode == 0
+    text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    assert text.index("Part 1") < text.index("Part 2") < text.index("Part 3")
+    with pikepdf.open(io.BytesIO(answer.content)) as document:
+        assert len(document.pages) == int(answer.headers["x-service-pages"]) >= 4
+    assert answer.headers["x-service-documents"] == "3" and used(client, org) == 3
+    wrong = bulk(client, org, execute=True, merge_pdf=True, options={"format": "pdf"},
+                 requests=[{"html": pages[0]}, {"html": pages[1], "format": "png"}])
+    assert wrong.status_code == 400 and wrong.json()["error_details"][0]["field"] == "requests.1.format"
+    failing = bulk(client, org, execute=True, merge_pdf=True, options={"format": "pdf"},
+                   requests=[{"html": pages[0]}, {"url": site.url("/status?code=500"),
+                                                  "error_on_selector_not_found": True, "selector": "#nothing"}])
+    # A request that fails fails the whole merge, with its own error (and status), named by its index.
+    assert failing.json()["error_details"][0]["field"].startswith("requests.1"), failing.json()
+    assert failing.json()["error_message"].startswith("requests[1]: ")
+    lazy = bulk(client, org, merge_pdf=True, requests=[{"html": pages[0], "format": "pdf"}])
+    assert lazy.status_code == 400 and lazy.json()["error_details"][0]["field"] == "merge_pdf"
