@@ -31,7 +31,7 @@ NOT_FOR_RECORDINGS = frozenset({
     "pdf_paper_format", "pdf_margin", "pdf_margin_top", "pdf_margin_right", "pdf_margin_bottom",
     "pdf_margin_left", "pdf_width", "pdf_height", "pdf_prefer_css_page_size", "pdf_scale", "pdf_page_ranges",
     "pdf_header_template", "pdf_footer_template", "pdf_tagged", "pdf_outline", "pdf_title", "pdf_author",
-    "pdf_subject", "pdf_keywords", "pdf_user_password", "pdf_owner_password", "pdf_permissions",
+    "pdf_subject", "pdf_keywords", "pdf_a", "pdf_user_password", "pdf_owner_password", "pdf_permissions",
     "metadata_image_size", "metadata_page_title", "metadata_open_graph", "metadata_icon",
     "metadata_fonts", "metadata_content", "metadata_content_format", "markdown_content",
     "metadata_http_response_status_code",

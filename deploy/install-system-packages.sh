@@ -24,6 +24,7 @@ PACKAGES=(
   fonts-noto-cjk
   webext-ublock-origin-chromium
   tzdata
+  ghostscript
   libnss3-tools
   ca-certificates
 )

@@ -13,6 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from render.browser.tabs import Tab
 from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import TakeOptions
+from render.output.pdf_archive import to_pdf_a
 
 CSS_PX_PER_INCH = 96
 PAPER_INCHES = {  # width, height in portrait
@@ -57,7 +58,10 @@ async def print_pdf(options: TakeOptions, tab: Tab) -> bytes:
             raise RequestNotValid(f"pdf_page_ranges: {options.pdf_page_ranges} names pages the document does not "
                                   "have.", [ErrorDetail("pdf_page_ranges", "beyond the document's pages")]) from None
         raise
-    return protected(with_document_info(printed, options), options)
+    document = with_document_info(printed, options)
+    if options.pdf_a is not None:
+        document = await to_pdf_a(document, options.pdf_a)
+    return protected(document, options)
 
 
 def with_document_info(pdf: bytes, options: TakeOptions) -> bytes:

@@ -41,6 +41,8 @@ def take_problems(options: Any) -> list[ErrorDetail]:
         problems.append(ErrorDetail("markdown_content",
                                     "applies to format=markdown or metadata_content_format=markdown"))
     problems += all_or_none(options, "custom sheet size", ("pdf_width", "pdf_height"))
+    if options.pdf_a is not None and (options.pdf_user_password or options.pdf_owner_password):
+        problems.append(ErrorDetail("pdf_a", "PDF/A forbids encryption: leave out the pdf passwords"))
     if options.pdf_permissions is not None and not (options.pdf_user_password or options.pdf_owner_password):
         problems.append(ErrorDetail("pdf_permissions", "needs pdf_owner_password or pdf_user_password"))
     if options.cache_stale_ttl is not None and not options.cache:

@@ -264,6 +264,8 @@ class TakeOptions(BaseModel):
     pdf_author: str | None = param(None, "PDF", "Document author.", max_length=1000)
     pdf_subject: str | None = param(None, "PDF", "Document subject.", max_length=1000)
     pdf_keywords: str | None = param(None, "PDF", "Document keywords.", max_length=1000)
+    pdf_a: Literal["1b", "2b", "3b"] | None = param(None, "PDF", "An archival PDF/A of this conformance level "
+                                                    "(Ghostscript), fonts embedded, colours in sRGB.")
     pdf_user_password: PdfPassword | None = param(None, "PDF", "Encrypt (AES-256): the password to open it.")
     pdf_owner_password: PdfPassword | None = param(None, "PDF", "Encrypt: the password lifting pdf_permissions.")
     pdf_permissions: PdfPermissions | None = param(None, "PDF", "What an encrypted PDF allows without its owner "

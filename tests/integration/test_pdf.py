@@ -4,6 +4,7 @@ pdfinfo and pdftotext, qpdf --check, and pikepdf for the structure tree, outline
 
 from __future__ import annotations
 
+import glob
 import io
 import re
 import subprocess
@@ -174,3 +175,33 @@ def test_bad_encryption_options_name_their_field_never_the_password(client: http
     assert response.status_code == 400, response.text
     assert any(detail["field"].split(".")[0] == field for detail in response.json()["error_details"]), response.json()
     assert "éé" not in response.text
+
+
+@pytest.mark.parametrize("level", ["2b", "3b"])
+def test_an_archival_pdf_a(client: httpx.Client, org: Org, tmp_path: Path, level: str) -> None:
+    """No maintained PDF/A validator installs here from Debian, PyPI or npm (veraPDF is a Java program of its own
+    site): the test checks what PDF/A-2b and -3b require that qpdf, poppler and pikepdf can see: a sound file,
+    the PDF/A identification in XMP, an sRGB output intent with its ICC profile, every font embedded, no
+    encryption, and the title kept in the information dictionary and XMP alike."""
+    data = pdf(client, org, html=BOOK, pdf_a=level, pdf_title="Archived book", pdf_author="Jeanne Durand")
+    found = info(data, tmp_path)
+    assert found["Title"] == "Archived book" and found["Encrypted"] == "no"
+    with pikepdf.open(io.BytesIO(data)) as document:
+        xmp = document.open_metadata()
+        assert (xmp["pdfaid:part"], xmp["pdfaid:conformance"]) == (level[0], "B")
+        assert xmp["dc:title"] == "Archived book"
+        [intent] = document.Root.OutputIntents
+        assert intent.S == "/GTS_PDFA1" and intent.DestOutputProfile.N == 3  # RGB
+        assert str(intent.OutputConditionIdentifier) == "sRGB"
+        [profile] = glob.glob("/usr/share/ghostscript/*/iccprofiles/srgb.icc")[-1:]
+        assert intent.DestOutputProfile.read_bytes() == Path(profile).read_bytes()
+    path = tmp_path / "archive.pdf"
+    path.write_bytes(data)
+    fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()[2:]
+    assert fonts and all(line.split()[-5] == "yes" for line in fonts), fonts  # the "emb" column
+
+
+def test_pdf_a_refuses_encryption(client: httpx.Client, org: Org) -> None:
+    response = client.post("/v1/screenshot/take", json={"access_key": org.access_key, "format": "pdf",
+                                                        "html": "<p>one</p>", "pdf_a": "2b", "pdf_user_password": "x"})
+    assert response.status_code == 400 and "pdf_a" in [d["field"] for d in response.json()["error_details"]]
