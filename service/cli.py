@@ -1,10 +1,11 @@
-"""The `screenshot-service` command: run, api, worker, webhooks, healthcheck, keys, take, sign."""
+"""The `screenshot-service` command: run, api, worker, webhooks, healthcheck, keys, take, sign, verify, mcp."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -352,10 +353,30 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--public-key", help="require this signer: base64 of the key, its PEM, or a file holding "
                         "either (GET /v1/screenshot/certify/public-key gives both)")
     add_monitor_commands(commands, _command)
+    mcp = _command(commands, "mcp", "the service as MCP tools for AI agents (take, animate, compare, job_status), on "
+                   "stdio or streamable HTTP, through a running API",
+                   description="Serve the Model Context Protocol: tools take, animate, compare and job_status, "
+                   "answered by a running API (same keys, policy, quota and concurrency). On stdio (an agent "
+                   "starts it) the organisation's key is --access-key or SCREENSHOT_ACCESS_KEY; over HTTP "
+                   "(http://HOST:PORT/mcp) each client sends its own as Authorization: Bearer <key>.")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
+    mcp.add_argument("--api", help="the API's base URL (default: SCREENSHOT_PUBLIC_BASE_URL, else "
+                     "http://SCREENSHOT_HOST:SCREENSHOT_PORT)")
+    mcp.add_argument("--access-key", help="stdio: the organisation's key (default: SCREENSHOT_ACCESS_KEY)")
+    mcp.add_argument("--host", default="127.0.0.1", help="http: the address to listen on (default 127.0.0.1)")
+    mcp.add_argument("--port", type=_at_least(1), default=8765, help="http: the port (default 8765)")
     # Every command, named where `--help` starts (from the commands themselves, so none is left out).
     parser.description = ("The screenshot-service command: " + ", ".join(commands.choices) + ". "
                           "`screenshot-service COMMAND --help` says what each takes.")
     return parser
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from service.mcp_server import serve
+
+    api = args.api or _settings().service.base_url
+    serve(api, args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY"), args.transport, args.host, args.port)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -369,6 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     from service.verify import cmd_verify
 
     handlers = {"monitors": lambda args: cmd_monitors(args, _settings().service.base_url), "verify": cmd_verify,
+                "mcp": cmd_mcp,
                 "run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
                 "keys": cmd_keys, "healthcheck": cmd_healthcheck, "take": cmd_take}
     sys.exit(handlers[args.command](args))

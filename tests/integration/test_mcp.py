@@ -1,0 +1,130 @@
+"""`screenshot-service mcp` (issue 37) driven by the official MCP SDK's own client, over stdio and over streamable HTTP:
+the tools and their schemas, an image returned as MCP image content, Markdown as text, a PDF as a link, a compare,
+a job's status, refusals named as the API names them, and the organisation's key and quota as for any caller."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import Org
+from tests.images import decode, near, rgb_at
+from tests.servers import ROOT, RunningService, free_port, wait_for
+from tests.site import Site
+
+pytestmark = pytest.mark.browser
+SMALL = {"viewport_width": 200, "viewport_height": 100}
+PRICES = {"viewport_width": 640, "viewport_height": 300}  # the price list's price is in view
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
+
+
+@pytest.fixture(scope="module")
+def mcp_http(service: RunningService) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "service.cli", "mcp", "--transport", "http", "--api",
+                                service.url, "--port", str(port)], cwd=ROOT, env=environment())
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: httpx.get(url.removesuffix("/mcp") + "/", timeout=2) is not None, 30, "the MCP server")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def over_stdio(service: RunningService, key: str) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, args=[
+        "-m", "service.cli", "mcp", "--api", service.url, "--access-key", key], env=environment(), cwd=str(ROOT)))
+
+
+def http_client(key: str | None) -> httpx2.AsyncClient:
+    """What an MCP client over HTTP sends: its organisation's key as a bearer token."""
+    return httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"} if key else {}, timeout=120)
+
+
+def run(work: Any) -> Any:
+    return anyio.run(work)
+
+
+def used(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def facts(result: Any) -> dict[str, Any]:
+    return dict(json.loads(next(part.text for part in reversed(result.content) if part.type == "text")))
+
+
+def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    org = make_org()
+
+    async def session() -> dict[str, Any]:
+        async with over_stdio(service, org.access_key) as mcp:
+            listed = await mcp.list_tools()
+            image = await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL})
+            markdown = await mcp.call_tool("take", {"url": site.url("/article.html"), "format": "markdown"})
+            document = await mcp.call_tool("take", {"url": site.url("/article.html"), "format": "pdf"})
+            refused = await mcp.call_tool("take", {"url": site.url("/colours.html"), "viewport_width": 0})
+            async_refused = await mcp.call_tool("take", {"url": site.url("/colours.html"), "webhook_url": "x"})
+            compared = await mcp.call_tool("compare", {
+                "before": {"url": site.url("/watch/page.html?v=base"), **PRICES},
+                "after": {"url": site.url("/watch/page.html?v=text"), **PRICES}})
+            status = await mcp.call_tool("job_status", {"reference": facts(image)["reference"]})
+            return {"tools": listed.tools, "image": image, "markdown": markdown, "pdf": document,
+                    "refused": refused, "async_refused": async_refused, "compared": compared, "status": status}
+
+    got = run(session)
+    tools = {tool.name: tool for tool in got["tools"]}
+    assert sorted(tools) == ["animate", "compare", "job_status", "take"]
+    take_schema = tools["take"].input_schema["properties"]
+    assert {"url", "html", "markdown", "format", "full_page", "markdown_content"} <= set(take_schema)
+    assert not {"access_key", "signature", "webhook_url", "async", "response_type"} & set(take_schema)
+    assert "mp4" in json.dumps(tools["animate"].input_schema["properties"]["format"])
+    image = got["image"]
+    assert not image.is_error and image.content[0].type == "image" and image.content[0].mime_type == "image/png"
+    picture = decode(base64.b64decode(image.content[0].data))
+    assert (picture.width, picture.height) == (200, 100) and near(rgb_at(picture, 100, 20), (255, 0, 0))
+    assert got["markdown"].content[0].type == "text" and "Quarterly report" in got["markdown"].content[0].text
+    link = facts(got["pdf"])["screenshot_url"]
+    assert httpx.get(link, timeout=30).content.startswith(b"%PDF")
+    assert got["refused"].is_error and "request_not_valid" in got["refused"].content[0].text
+    assert "viewport_width" in got["refused"].content[0].text
+    assert got["async_refused"].is_error and "webhook_url" in got["async_refused"].content[0].text
+    compared = got["compared"]
+    assert compared.content[0].type == "image" and facts(compared)["changed"] is True
+    assert facts(got["status"])["status"] == "done"
+    assert used(client, org) == 5  # three takes and the compare's two shots
+
+
+def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                               site: Site) -> None:
+    org, other = make_org(), make_org(quota=0)
+
+    async def session(key: str | None) -> Any:
+        async with http_client(key) as http, Client(streamable_http_client(mcp_http, http_client=http)) as mcp:
+            return await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL, "format": "webp"})
+
+    done = run(lambda: session(org.access_key))
+    assert not done.is_error and done.content[0].mime_type == "image/webp"
+    assert used(client, org) == 1
+    nobody = run(lambda: session(None))
+    assert nobody.is_error and "access_key_required" in nobody.content[0].text
+    wrong = run(lambda: session("not-a-key"))
+    assert wrong.is_error and "access_key_invalid" in wrong.content[0].text
+    spent = run(lambda: session(other.access_key))  # the organisation's own quota applies
+    assert spent.is_error and "screenshots_limit_reached" in spent.content[0].text
