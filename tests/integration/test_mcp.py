@@ -85,7 +85,9 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
                 "before": {"url": site.url("/watch/page.html?v=base"), **PRICES},
                 "after": {"url": site.url("/watch/page.html?v=text"), **PRICES}})
             status = await mcp.call_tool("job_status", {"reference": facts(image)["reference"]})
-            return {"tools": listed.tools, "image": image, "markdown": markdown, "pdf": document,
+            video = await mcp.call_tool("animate", {"url": site.url("/colours.html"), "format": "mp4", "duration": 1,
+                                                    "viewport_width": 160, "viewport_height": 120})
+            return {"video": video, "tools": listed.tools, "image": image, "markdown": markdown, "pdf": document,
                     "refused": refused, "async_refused": async_refused, "compared": compared, "status": status}
 
     got = run(session)
@@ -108,7 +110,10 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
     compared = got["compared"]
     assert compared.content[0].type == "image" and facts(compared)["changed"] is True
     assert facts(got["status"])["status"] == "done"
-    assert used(client, org) == 5  # three takes and the compare's two shots
+    video = got["video"]  # a video comes back as its link
+    assert not video.is_error and [part.type for part in video.content] == ["text"]
+    assert httpx.get(facts(video)["screenshot_url"], timeout=30).content[4:8] == b"ftyp"  # an MP4
+    assert used(client, org) == 6  # three takes, the compare's two shots and the recording
 
 
 def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
