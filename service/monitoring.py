@@ -23,7 +23,7 @@ import orjson
 import redis
 from rq import Queue
 from rq.exceptions import NoSuchJobError
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from render.contract import sealing
@@ -53,7 +53,7 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 FIRED_KEEP_SECONDS = 7 * 86400
-STALLED_SECONDS = 180  # beyond a scheduler lock's lapse (61 s) and a deliverer's taking it over (30 s cycles)
+STALLED_SECONDS = 20  # a run this overdue whose job does not wait to fire any more: its chain broke (firing takes ms)
 FIRING_SECONDS = 30  # a claim this old whose run has no job record: its firer died before offering it
 RETRY_SECONDS = 10  # a run that finds no free slot or a full lane tries again this much later...
 RETRIES = 30  # ...this many times (five minutes), then fails
@@ -94,25 +94,36 @@ def cancel_run(connection: redis.Redis, monitor_id: str, due: int | None) -> Non
             queue_of(connection).scheduled_job_registry.remove(f"monitor-{monitor_id}-{due}", delete_job=True)
 
 
+def waiting(connection: redis.Redis, job_id: str) -> bool:
+    """Whether the run job `job_id` still waits to fire: scheduled (for a scheduler, maybe one taking a dead one's
+    lock over) or queued (for a deliverer). A job that ended, failed, or started and has not ended since the
+    sweep's grace does not (its deliverer died while firing it, before it scheduled the next run)."""
+    try:
+        status = Job.fetch(job_id, connection=connection, serializer=JSONSerializer).get_status(refresh=False)
+    except NoSuchJobError:
+        return False
+    return status in (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.DEFERRED)
+
+
 def restart_stalled(connection: redis.Redis, now: float | None = None) -> int:
-    """Schedule again the monitors whose next run is STALLED_SECONDS overdue and whose run job is gone (a firing
-    that failed before it scheduled the next run, or Redis losing the job): the APIs' sweep calls it every few
-    seconds. A run job still waiting for a scheduler (one is taking the dead one's lock over) is left alone.
-    Returns how many it scheduled again."""
+    """Schedule again the monitors whose next run is STALLED_SECONDS overdue and no longer waits to fire (a firing
+    that died or failed before it scheduled the next run, or Redis losing the job): the APIs' sweep calls it every
+    few seconds. The run then fires once, now; the claim of a firing that did start it keeps it from starting
+    twice. Returns how many it scheduled again."""
     now = time.time() if now is None else now
     restarted = 0
     stalled: list[tuple[bytes, float]] = connection.zrangebyscore(  # type: ignore[assignment]
         MONITORS_DUE_KEY, "-inf", now - STALLED_SECONDS, withscores=True)
     for raw_id, score in stalled:
         monitor_id, due = text(raw_id), int(score)
-        if Job.exists(f"monitor-{monitor_id}-{due}", connection=connection):
+        if waiting(connection, f"monitor-{monitor_id}-{due}"):
             continue
         monitor = monitors.load(connection, monitor_id)
         if monitor is None or monitor.spec.paused:
             connection.zrem(MONITORS_DUE_KEY, monitor_id)
             continue
-        log.warning("monitor %s: its run due %s never fired and is not scheduled; scheduled again", monitor_id,
-                    iso_time(due))
+        log.warning("monitor %s: its run due %s did not fire and its next was not scheduled; scheduled again",
+                    monitor_id, iso_time(due))
         schedule_run(connection, monitor_id, int(now), monitor.revision)
         restarted += 1
     return restarted
