@@ -33,7 +33,7 @@ pytestmark = pytest.mark.browser
 CAPPED = {"timeout": 8, "navigation_timeout": 4, "delay": 0, "duration": 1, "wait_for_selector_timeout": 2,
           "scroll_duration": 500, "scroll_delay": 0}
 EXAMPLES = 25  # per operation
-CAPTURE_EXAMPLES = 40  # per capture operation (take and animate, GET and POST)
+CAPTURE_EXAMPLES = 32  # per capture operation (take and animate, GET and POST)
 CLIENT_TIMEOUT_SECONDS = 60  # far beyond any capped case: an answer later than this is a hang
 
 
@@ -141,7 +141,7 @@ def check(case: Any, fuzzed: RunningService, fuzz_key: str, answers: Counter[str
     case.validate_response(response, checks=conformance)
 
 
-# The whole run's length depends on the draws (about 160 capture examples, each capped at 8 s): 35 to 50 s
+# The whole run's length depends on the draws (about 130 capture examples, each capped at 8 s): 35 to 50 s
 # here, once over 300 s in CI. A hang is caught per request (CLIENT_TIMEOUT_SECONDS); the slowest answers
 # are printed either way.
 @pytest.mark.timeout(900)
