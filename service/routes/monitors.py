@@ -50,7 +50,7 @@ def check_schedule(context: AppContext, spec: MonitorSpec) -> None:
                               [ErrorDetail("schedule", f"runs closer than {least} s")])
 
 
-async def checked(context: AppContext, org: Organisation, body: dict[str, Any]) -> tuple[MonitorSpec, Any]:
+async def checked(context: AppContext, body: dict[str, Any]) -> tuple[MonitorSpec, Any]:
     """A monitor's spec with its request validated as /take's (its fields named `request.<name>`)."""
     spec = validate_all(MonitorSpec, {k: v for k, v in body.items() if k != "access_key"})
     try:
@@ -88,7 +88,7 @@ async def owned(context: AppContext, org: Organisation, monitor_id: str) -> moni
 async def create(request: Request) -> Response:
     context: AppContext = request.app.state.context
     org, body, _ = await body_caller(request)
-    spec, options = await checked(context, org, body)
+    spec, options = await checked(context, body)
     if len(await in_redis(context, monitors.ids_of, org.id)) >= context.settings.service.monitors_max:
         raise RequestNotValid(f"This organisation has {context.settings.service.monitors_max} monitors, the most it "
                               "may have (SCREENSHOT_MONITORS_MAX): delete one first.",
@@ -135,7 +135,7 @@ async def change(request: Request, monitor_id: str) -> Response:
         spec = validate_all(MonitorSpec, merged)
         sealed = monitor.sealed
     else:
-        spec, options = await checked(context, org, merged)
+        spec, options = await checked(context, merged)
         public, sealed = sealing.seal_job(options, context.settings.render.job_secret,
                                           monitoring.sealed_for(monitor_id))
         spec = spec.model_copy(update={"request": public})
