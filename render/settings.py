@@ -203,6 +203,10 @@ class RenderSettings(BaseSettings):
     deadline_grace_seconds: float = Field(
         5.0, ge=0, description="Extra time a job gets to clean up after its timeout before Chromium is "
         "restarted.")
+    hidden_page_wait: float = Field(
+        5.0, ge=0, description="Longest a capture waits, in seconds, for a page that hides itself while it loads "
+        "(an A/B test's anti-flicker snippet: its root or body transparent or hidden until the test's script "
+        "arrives or the snippet's own timer, often 4 s, gives up); never more than half the time left.")
     vision_base_url: str = Field(
         "https://api.openai.com/v1", description="OpenAI-compatible API that `vision_*` requests are sent to "
         "(POST {base}/chat/completions).")

@@ -74,7 +74,7 @@ class Org:
     signing_key: str
 
 
-async def _create_org(redis_url: str, **kwargs: object) -> Org:
+async def create_org(redis_url: str, **kwargs: object) -> Org:
     connection = aioredis.Redis.from_url(redis_url)
     try:
         created = await OrganisationStore(connection).create("test", **kwargs)  # type: ignore[arg-type]
@@ -88,7 +88,7 @@ def make_org_in():  # type: ignore[no-untyped-def]
     """Factory: `make_org_in(redis_url, quota=5, ...)` for a service on another Redis database."""
 
     def make(url: str, quota: int = 1000, concurrency: int = 10, require_signature: bool = False) -> Org:
-        return asyncio.run(_create_org(url, quota=quota, concurrency=concurrency,
+        return asyncio.run(create_org(url, quota=quota, concurrency=concurrency,
                                        require_signature=require_signature))
 
     return make

@@ -9,11 +9,33 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyvips
-from playwright.sync_api import Browser, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from render.settings import RenderSettings
 
 T = TypeVar("T")
+
+
+# A page that hides itself while it loads (an A/B test's anti-flicker snippet) shows itself again.
+SHOWN = """() => [document.documentElement, document.body].every((element) => !element || (
+  getComputedStyle(element).opacity === '1' && getComputedStyle(element).visibility !== 'hidden'))"""
+
+
+Box = tuple[float, float, float, float]  # x, y, width, height
+# The page boxes of what moves for ever: elements whose CSS animations never end (a spinner's turn, a pulsing
+# dot) and SVG pictures with an SMIL animation repeated indefinitely.
+MOVING = """() => [
+  ...document.getAnimations()
+    .filter((animation) => animation.effect && animation.effect.target
+      && animation.effect.getComputedTiming().endTime === Infinity)
+    .map((animation) => animation.effect.target),
+  ...[...document.querySelectorAll('svg *')]
+    .filter((element) => ['animate', 'animateTransform', 'animateMotion'].includes(element.localName)
+      && element.getAttribute('repeatCount') === 'indefinite')
+    .map((element) => element.closest('svg')),
+].map((element) => element.getBoundingClientRect())
+  .filter((box) => box.width && box.height)
+  .map((box) => [box.x + scrollX, box.y + scrollY, box.width, box.height])"""
 
 
 class PlainBrowser:
@@ -33,6 +55,14 @@ class PlainBrowser:
         """See `_capture`."""
         return self._run(lambda: self._capture(url, **options))
 
+    def capture_with_motion(self, url: str, **options: Any) -> tuple[pyvips.Image, list[Box]]:
+        """`capture`, and the boxes (page coordinates, CSS px) of what was moving as it was taken: elements with
+        animations running for ever (spinners), drawn at whatever moment the shutter falls."""
+        moving: list[list[Box]] = []
+        image = self._run(lambda: self._capture(url, after=lambda page: moving.append(page.evaluate(MOVING)),
+                                                **options))
+        return image, moving[0]
+
     def evaluate(self, url: str, script: str, **context: Any) -> Any:
         """What `script` returns in the page at `url`."""
         return self._run(lambda: self._evaluate(url, script, **context))
@@ -47,13 +77,18 @@ class PlainBrowser:
         self._thread.shutdown()
 
     def _capture(self, url: str, *, width: int = 1280, height: int = 1024, scale: float = 1,
-                full_page: bool = False, scroll_delay_ms: int | None = None, **context: Any) -> pyvips.Image:
-        """The page at `url` as a plain script captures it; with `scroll_delay_ms`, scrolled to the bottom
-        one viewport at a time first (lazy content), then back to the top."""
+                full_page: bool = False, scroll_delay_ms: int | None = None, shown: bool = False,
+                after: Callable[[Page], object] | None = None, **context: Any) -> pyvips.Image:
+        """The page at `url` as a plain script captures it; with `shown`, once the page no longer hides itself
+        (its root and body neither transparent nor hidden, as a person waits for it: SHOWN); with
+        `scroll_delay_ms`, scrolled to the bottom one viewport at a time first (lazy content), then back to the
+        top."""
         page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=scale,
                                      **context)
         try:
             page.goto(url)
+            if shown:
+                page.wait_for_function(SHOWN, timeout=15_000)
             if scroll_delay_ms is not None:
                 position = 0
                 while position < page.evaluate("document.documentElement.scrollHeight"):
@@ -61,7 +96,10 @@ class PlainBrowser:
                     time.sleep(scroll_delay_ms / 1000)
                     position += height
                 page.evaluate("window.scrollTo(0, 0)")
-            return pyvips.Image.new_from_buffer(page.screenshot(full_page=full_page), "")
+            image = pyvips.Image.new_from_buffer(page.screenshot(full_page=full_page), "")
+            if after is not None:
+                after(page)
+            return image
         finally:
             page.close()
 

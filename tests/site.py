@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests import annoyance_pages, consent_pages, control_pages, fidelity_pages, motion_pages, watch_pages
+from tests import (
+    annoyance_pages,
+    consent_pages,
+    control_pages,
+    fidelity_pages,
+    hiding_pages,
+    motion_pages,
+    watch_pages,
+)
 
 # Top half red, bottom half blue, at any viewport size.
 COLOURS = """<!DOCTYPE html><html><head><style>
@@ -355,7 +363,7 @@ class Site:
         # This site's own table: some pages name the site's port.
         self.server.routes = {**ROUTES, **control_pages.pages(self.port), **annoyance_pages.routes(self.port),
                               **fidelity_pages.routes(), **consent_pages.routes(), **motion_pages.routes(),
-                              **watch_pages.routes()}
+                              **watch_pages.routes(), **hiding_pages.routes()}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -7,7 +7,8 @@
 - `base`: none of that.
 `/watch/live.html` serves the version a test sets (`LivePage.version`), for monitors that watch one URL.
 `/articles/<id>.html` serves the saved article pages of tests/material/articles (main-content Markdown), and
-`/articles/<id>-hidden.html` the same page with its body hidden until a script shows it (none does).
+`/articles/<id>-hidden.html` the same page with its body hidden until a script shows it (none does);
+`/articles/extra/<id>.html` the fourteen more of tests/material/articles/extra (the default full page).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class LivePage:
 
 ARTICLES_DIR = Path(__file__).parent / "material" / "articles"
 ARTICLES = sorted(path.name.removesuffix(".html.gz") for path in ARTICLES_DIR.glob("*.html.gz"))
+EXTRA_ARTICLES = sorted(path.name.removesuffix(".html.gz") for path in (ARTICLES_DIR / "extra").glob("*.html.gz"))
 # A page that hides its body until a script shows it (the script never comes): the article is in the DOM.
 HIDDEN_UNTIL_SCRIPT = b"<style>body { display: none !important; }</style>"
 
@@ -87,4 +89,8 @@ def routes() -> dict[str, Any]:
         for hidden in (False, True):
             table[f"/articles/{name}{'-hidden' if hidden else ''}.html"] = (lambda n, h: lambda q: (
                 200, "text/html; charset=utf-8", article(n, h), {"Content-Security-Policy": PAGE_POLICY}))(name, hidden)
+    for name in EXTRA_ARTICLES:
+        table[f"/articles/extra/{name}.html"] = (lambda data: lambda q: (
+            200, "text/html; charset=utf-8", data, {"Content-Security-Policy": PAGE_POLICY}))(
+            gzip.decompress((ARTICLES_DIR / "extra" / f"{name}.html.gz").read_bytes()))
     return table

@@ -21,7 +21,7 @@ from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from render.browser.client_hints import user_agent_override
-from render.contract.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, desktop_user_agent
+from render.contract.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, Viewport, desktop_user_agent
 
 log = logging.getLogger(__name__)
 NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
@@ -158,6 +158,11 @@ async def open_page(context: BrowserContext, chrome_version: str) -> Tab:
     # The default agent's client hints: Chrome's brands, not "HeadlessChrome" (render.browser.client_hints).
     override, _ = user_agent_override(desktop_user_agent(chrome_version.split(".")[0]), chrome_version)
     await cdp.send("Emulation.setUserAgentOverride", override)
+    # The default viewport's metrics, as the context set them on Playwright's own session, set on this one too:
+    # a capture beyond the viewport through a session with no metrics of its own lays the page out for the
+    # headless shell's own screen instead (a saved news page's `max-device-width: 1024px` rules applied in its
+    # full page, and in no plain browser's).
+    await cdp.send("Emulation.setDeviceMetricsOverride", Viewport().device_metrics())
     page.once("crash", lambda _page: setattr(tab, "crashed", True))
     cdp.on("Fetch.requestPaused", tab.paused)
     await cdp.send("Fetch.enable", CREDENTIAL_URLS)

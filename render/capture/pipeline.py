@@ -32,7 +32,7 @@ from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
 from render.net.traffic import REFUSED_HEADER, Upstream
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
-from render.page import har, motion, preparation, quality, request_context
+from render.page import har, motion, preparation, quality, request_context, reveal
 from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
@@ -140,6 +140,8 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     response = await _load(tab, options, env, deadline, clock)
     with clock.stage("preparation"):
         await shield.after_load(tab, deadline)
+    with clock.stage("waits"):
+        await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
     await prepare(tab, options, deadline, clock)
     if options.delay:
         with clock.stage("waits"):
@@ -182,8 +184,9 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     clock = loaded.clock.copy()  # each output of the page goes on from its loading
     pending = loaded.pending.now() if loaded.pending is not None else []  # as the capture starts
     started = time.monotonic()
+    blank = None
     if options.format in IMAGE_FORMATS:
-        output = await _image(options, tab, settings, deadline, loaded.watermark, clock)
+        output, blank = await _image_unless_blank(options, tab, env, deadline, loaded.watermark, clock)
     else:
         with clock.stage("capture"):
             output = await _document(options, tab)
@@ -194,6 +197,8 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             output.metadata, output.artefacts = await findings.collect(
                 options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har,
                 still_pending)
+    if blank is not None and "quality" not in output.metadata:  # said even when metadata_quality was not asked
+        output.metadata["quality"] = quality.report({"blank": blank})
     if len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
@@ -350,6 +355,28 @@ async def _image(options: TakeOptions, tab: Tab, settings: RenderSettings, deadl
     with clock.stage("encode"):
         return await _encode(lambda: imaging.decode(raw), [*blurs, imaging.resize(*target), *marks],
                              encode_options, deadline)
+
+
+async def _image_unless_blank(options: TakeOptions, tab: Tab, env: Environment, deadline: float,
+                              picture: bytes | None, clock: Stopwatch) -> tuple[Output, dict[str, Any] | None]:
+    """The image, guarded: a page or viewport capture all of one colour where the page lays out text or media
+    is taken once more (after the page shows itself, if it hides again); still one colour, it comes with the
+    `blank` quality flag's details (None: the image shows something, or the page has nothing to show)."""
+    output = await _image(options, tab, env.settings, deadline, picture, clock)
+    if options.selector or options.clip_x is not None:  # an element or area may well be one colour
+        return output, None
+    if await asyncio.to_thread(imaging.one_colour, output.body) is None:
+        return output, None
+    if not await quality.lays_out_content(tab, whole_page=bool(options.full_page)):
+        return output, None
+    with clock.stage("waits"):
+        await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
+    output = await _image(options, tab, env.settings, deadline, picture, clock)
+    colour = await asyncio.to_thread(imaging.one_colour, output.body)
+    if colour is None:
+        return output, None
+    return output, {"reason": "the image is one colour where the page has text or media (taken twice)",
+                    "colour": list(colour)}
 
 
 async def _blurs(tab: Tab, options: TakeOptions, origin: tuple[float, float], scale: float) -> list[imaging.Step]:

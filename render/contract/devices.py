@@ -9,6 +9,7 @@ consistent with the browser actually rendering.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,18 @@ class Viewport:
     touch: bool = False
     landscape: bool = False
     user_agent: str | None = None
+
+    def device_metrics(self) -> dict[str, Any]:
+        """CDP `Emulation.setDeviceMetricsOverride` for this viewport: its size, scale and mobile mode, a screen
+        of its size (CSS `device-width`, `screen.width`) and that screen's orientation."""
+        landscape = self.width > self.height
+        return {
+            "width": self.width, "height": self.height, "deviceScaleFactor": self.scale, "mobile": self.mobile,
+            "screenWidth": self.width, "screenHeight": self.height,
+            # A phone held sideways is turned 90 degrees; a desktop's screen is landscape as it stands.
+            "screenOrientation": {"type": "landscapePrimary", "angle": 90 if self.mobile else 0} if landscape
+            else {"type": "portraitPrimary", "angle": 0},
+        }
 
 
 def resolve_viewport(

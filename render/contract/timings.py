@@ -19,7 +19,7 @@ STAGES: dict[str, str] = {
     "queue": "waiting for a worker",
     "context": "the browser page for the job",
     "navigation": "loading the page to its first awaited event",
-    "waits": "network idle / wait_for_selector / wait_for_expression / delay",
+    "waits": "network idle / a page hiding itself / wait_for_selector / wait_for_expression / delay",
     "preparation": "emulation / blocking / styles / scripts / clicks / checks",
     "capture": "Chromium drawing the output",
     "encode": "converting and encoding the image",

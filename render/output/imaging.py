@@ -229,3 +229,27 @@ def uniform_colour(data: bytes) -> tuple[int, ...] | None:
     if off.avg() / 255 > UNIFORM_SHARE:
         return None
     return tuple(round(value) for value in mean)
+
+
+# The blank-capture guard: a capture is one colour when every pixel is within this of the first one's.
+ONE_COLOUR_TOLERANCE = 2  # lossy encoders leave a flat picture off by one here and there
+_STRIP_ROWS = 128
+
+
+def one_colour(data: bytes) -> tuple[int, ...] | None:
+    """The colour every pixel of an encoded image is, or None as soon as a strip shows anything else. Read
+    top-down in strips: a picture that shows something near its top costs one strip, not the whole decode."""
+    image = pyvips.Image.new_from_buffer(data, "", access="sequential")
+    if image.format != "uchar":
+        image = image.cast("uchar")
+    region = pyvips.Region.new(image)
+    colour: list[int] | None = None
+    for top in range(0, image.height, _STRIP_ROWS):
+        rows = min(_STRIP_ROWS, image.height - top)
+        strip = pyvips.Image.new_from_memory(region.fetch(0, top, image.width, rows), image.width, rows,
+                                             image.bands, "uchar")
+        if colour is None:
+            colour = [int(strip.extract_band(band).getpoint(0, 0)[0]) for band in range(image.bands)]
+        if (strip - colour).abs().max() > ONE_COLOUR_TOLERANCE:
+            return None
+    return tuple(colour or ())

@@ -22,18 +22,7 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_version: str) -> None:
     if viewport == DEFAULT_VIEWPORT:
         return  # prepared tabs start out like this
     tab.dirty = True
-    landscape = viewport.width > viewport.height
-    await tab.cdp.send("Emulation.setDeviceMetricsOverride", {
-        "width": viewport.width,
-        "height": viewport.height,
-        "deviceScaleFactor": viewport.scale,
-        "mobile": viewport.mobile,
-        "screenWidth": viewport.width,
-        "screenHeight": viewport.height,
-        # A phone held sideways is turned 90 degrees; a desktop's screen is landscape as it stands.
-        "screenOrientation": {"type": "landscapePrimary", "angle": 90 if viewport.mobile else 0} if landscape
-        else {"type": "portraitPrimary", "angle": 0},
-    })
+    await tab.cdp.send("Emulation.setDeviceMetricsOverride", viewport.device_metrics())
     if viewport.touch:
         await tab.cdp.send("Emulation.setTouchEmulationEnabled",
                            {"enabled": True, "maxTouchPoints": MAX_TOUCH_POINTS})

@@ -108,6 +108,34 @@ async def page_flags(tab: Tab, response: Response | None, pending: list[str], *,
     return flags
 
 
+# Whether the page lays out text or media where a capture looks (the viewport, or the whole document): the
+# blank-capture guard's question. Opacity and visibility are not asked: they are what may have hidden it.
+_LAYS_OUT_CONTENT = """(wholePage) => {
+  const right = wholePage ? Infinity : innerWidth, bottom = wholePage ? Infinity : innerHeight;
+  const inView = (box) => box.width >= 2 && box.height >= 2 && box.right > (wholePage ? -Infinity : 0)
+    && box.bottom > (wholePage ? -Infinity : 0) && box.left < right && box.top < bottom;
+  const media = 'img, video, canvas, svg, iframe, picture, object, embed';
+  if ([...document.querySelectorAll(media)].some((element) => inView(element.getBoundingClientRect()))) return true;
+  if (!document.body) return false;
+  const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+    if (!node.data.trim()) continue;
+    range.selectNodeContents(node);
+    if ([...range.getClientRects()].some(inView)) return true;
+  }
+  return false;
+}"""
+
+
+async def lays_out_content(tab: Tab, whole_page: bool) -> bool:
+    """Whether the page has text or media laid out in the viewport (or anywhere, `whole_page`), shown or not."""
+    try:
+        return bool(await tab.run(_LAYS_OUT_CONTENT, whole_page))
+    except PlaywrightError:  # navigated away meanwhile
+        return False
+
+
 def report(flags: dict[str, Any]) -> dict[str, Any]:
     """metadata.quality: the flags raised, in FLAGS' order, and what shows each."""
     return {"flags": [flag for flag in FLAGS if flag in flags], "details": {flag: flags[flag] for flag in FLAGS

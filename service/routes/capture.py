@@ -171,8 +171,9 @@ async def render_into_cache(context: AppContext, org: Organisation, options: Tak
     result = await run_capture(context, org, options, reference, trace_id,
                                store_key=cache.object_key(org.id, digest, options),
                                keep_body=options.response_type == "by_format")
-    await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
-                            options.cache_stale_ttl or 0)
+    if "blank" not in result.metadata.get("quality", {}).get("flags", []):  # a blank shot: the next one tries again
+        await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
+                                options.cache_stale_ttl or 0)
     return result
 
 

@@ -33,7 +33,7 @@ import redis
 from render.queue.keys import job_key
 from render.queue.redis_client import RedisTarget, close
 from tests.cluster.network import Host, Network, available, inside, network
-from tests.conftest import Org, _create_org
+from tests.conftest import Org, create_org
 from tests.images import decode, near, rgb_at
 from tests.receivers import Receiver
 from tests.servers import S3_ENV, S3Server, service_env, wait_for
@@ -153,7 +153,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         apis = [f"http://{api.address}:{port}" for port in API_PORTS]
         for url in apis:
             wait_for(lambda url=url: httpx.get(f"{url}/readyz").json()["workers"] >= 2, 90, "the APIs and workers")
-        org = asyncio.run(_create_org(redis_url, quota=1000, concurrency=4))
+        org = asyncio.run(create_org(redis_url, quota=1000, concurrency=4))
         made = Cluster(net, redis_url, apis, site, receiver, s3, org, directory,
                        workers={name: process.pid for name, process in workers.items()})
         try:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from service.settings import default_workers
-from tests.conftest import Org, _create_org
+from tests.conftest import Org, create_org
 from tests.images import decode, near, rgb_at
 from tests.receivers import Received, Receiver
 from tests.servers import RunningService, running_service
@@ -49,7 +49,7 @@ class LateJob:
 
 @pytest.fixture(scope="module", autouse=True)
 def late_job(isolated: RunningService, site: Site) -> Iterator[LateJob]:
-    org = asyncio.run(_create_org(isolated.redis_url, quota=10, concurrency=2))  # its own: the others count usage
+    org = asyncio.run(create_org(isolated.redis_url, quota=10, concurrency=2))  # its own: the others count usage
     with Receiver() as receiver, httpx.Client(base_url=isolated.url, timeout=60) as http:
         response = take(http, org, site, **{"async": "true", "delay": "31", "timeout": "120",
                                             "webhook_url": receiver.url("/late")})

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import pyvips
 
-from tests.conftest import Org, _create_org
+from tests.conftest import Org, create_org
 from tests.consent_pages import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES, ConsentPage
 from tests.images import decode
 from tests.plain import differing_pixels
@@ -50,7 +50,7 @@ def client(corpus_service: RunningService) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def org(corpus_service: RunningService) -> Org:
-    return asyncio.run(_create_org(corpus_service.redis_url, quota=100_000, concurrency=CLIENTS * 2))
+    return asyncio.run(create_org(corpus_service.redis_url, quota=100_000, concurrency=CLIENTS * 2))
 
 
 def take(client: httpx.Client, org: Org, url: str, **params: object) -> httpx.Response:

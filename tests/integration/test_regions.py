@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from render.queue.keys import job_key
-from tests.conftest import Org, _create_org
+from tests.conftest import Org, create_org
 from tests.servers import RunningService, running_service, start, stop, wait_for
 from tests.site import Site
 
@@ -38,7 +38,7 @@ def regions(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         us_worker = start("worker", {**service.env, "SCREENSHOT_WORKER_REGIONS": "us-east"})
         try:
             wait_for(lambda: httpx.get(f"{service.url}/readyz").json()["workers"] >= 2, 60, "the us-east worker")
-            org = asyncio.run(_create_org(service.redis_url, quota=1000, concurrency=4))
+            org = asyncio.run(create_org(service.redis_url, quota=1000, concurrency=4))
             yield Regions(service, org, {"eu-west": service.processes["worker0"].pid, "us-east": us_worker.pid})
         finally:
             stop([us_worker])

@@ -28,7 +28,7 @@ import pyvips
 import screenshotone.sdk as python_sdk
 
 from service.settings import default_workers
-from tests.conftest import ROOT, Org, RunningService, _create_org
+from tests.conftest import ROOT, Org, RunningService, create_org
 from tests.integration.test_proxies import PROXY_HOST, start_tinyproxy
 from tests.receivers import Receiver, vision_answer
 from tests.servers import S3Server, running_service, s3_server
@@ -245,7 +245,7 @@ def environment(redis_url: str, site: Site, tmp_path_factory: pytest.TempPathFac
                 SCREENSHOT_VISION_BASE_URL=provider.url("/v1"), SCREENSHOT_VISION_MODEL="test-vision-1",
                 SCREENSHOT_PROXY_US=proxy_url, SCREENSHOT_REGIONS="eu",
                 SCREENSHOT_STORE_ENDPOINT=s3.url) as service:
-            org = asyncio.run(_create_org(service.redis_url, quota=100000, concurrency=10))
+            org = asyncio.run(create_org(service.redis_url, quota=100000, concurrency=10))
             boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(Bucket=SDK_BUCKET)
             yield Environment(service, org, site.url("/sdk.html"), proxy_url, hook, s3)
     finally:

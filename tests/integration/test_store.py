@@ -25,7 +25,7 @@ import httpx
 import pytest
 import redis
 
-from tests.conftest import Org, _create_org
+from tests.conftest import Org, create_org
 from tests.servers import RunningService, free_port, running_service, wait_for
 from tests.site import Site
 
@@ -87,7 +87,7 @@ def service(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             redis_url.rsplit("/", 1)[0] + "/9", directory, workers=1, log=log,
             SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS="127.0.0.1/32",
             SCREENSHOT_LOG_LEVEL="DEBUG") as running:
-        org = asyncio.run(_create_org(running.redis_url, quota=100, concurrency=2))
+        org = asyncio.run(create_org(running.redis_url, quota=100, concurrency=2))
         yield Service(running, org, log_path)
 
 

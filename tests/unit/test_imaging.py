@@ -125,3 +125,36 @@ def test_too_many_slices_are_refused_naming_the_field() -> None:
                         time.monotonic() + 30, imaging.Slicing(1, 0))
     assert refused.value.details[0].field == "full_page_slice_height" and "3000 slices" in refused.value.message
     imaging.Slicing(6, 0).check(3000)  # 500 bands: the most a capture may store
+
+
+def flat(width: int, height: int, colour: list[int]) -> pyvips.Image:
+    return (pyvips.Image.black(width, height) + colour).cast("uchar").copy(interpretation="srgb")
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpeg", "webp"])
+def test_one_colour_is_found_in_every_format_chromium_writes(fmt: str) -> None:
+    """The blank-capture guard's test: a flat picture is one colour (lossy formats within the tolerance); one
+    dot of another colour, anywhere, is not; a picture with an alpha band counts its alpha too."""
+    grey = flat(300, 1000, [200, 200, 200])
+    assert imaging.one_colour(bytes(grey.write_to_buffer(f".{fmt}"))) == (200, 200, 200)
+    for y in (0, 500, 999):  # first strip, a middle one, the last row
+        dotted = grey.draw_rect([20, 20, 20], 150, y, 4, 1, fill=True)
+        assert imaging.one_colour(bytes(dotted.write_to_buffer(".png"))) is None, y
+    half_clear = flat(10, 10, [255, 255, 255]).bandjoin(flat(10, 10, [255]).draw_rect([0], 0, 0, 10, 5, fill=True))
+    assert imaging.one_colour(bytes(half_clear.write_to_buffer(".png"))) is None
+
+
+def test_one_colour_stops_at_the_first_strip_that_shows_something(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tall picture with something in its first rows is judged from them, not decoded whole."""
+    tall = flat(1280, 40000, [255, 255, 255]).draw_rect([0, 0, 0], 10, 10, 100, 20, fill=True)
+    data = bytes(tall.write_to_buffer(".png", compression=1))
+    reads: list[int] = []
+    original = pyvips.Region.fetch
+
+    def counted(self: pyvips.Region, x: int, y: int, width: int, height: int) -> bytes:
+        reads.append(y)
+        return original(self, x, y, width, height)
+
+    monkeypatch.setattr(pyvips.Region, "fetch", counted)
+    assert imaging.one_colour(data) is None
+    assert reads == [0]
