@@ -362,9 +362,17 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
     mcp.add_argument("--api", help="the API's base URL (default: SCREENSHOT_PUBLIC_BASE_URL, else "
                      "http://SCREENSHOT_HOST:SCREENSHOT_PORT)")
-    mcp.add_argument("--access-key", help="stdio: the organisation's key (default: SCREENSHOT_ACCESS_KEY)")
+    mcp.add_argument("--access-key", help="stdio only: the organisation's key (default: SCREENSHOT_ACCESS_KEY); "
+                     "over HTTP the server lends no key")
     mcp.add_argument("--host", default="127.0.0.1", help="http: the address to listen on (default 127.0.0.1)")
     mcp.add_argument("--port", type=_at_least(1), default=8765, help="http: the port (default 8765)")
+    mcp.add_argument("--allowed-hosts", default=os.environ.get("SCREENSHOT_MCP_ALLOWED_HOSTS", ""),
+                     help="http: comma-separated Host headers answered, name:port or name:* (default: "
+                     "SCREENSHOT_MCP_ALLOWED_HOSTS, else the --host address and 127.0.0.1, localhost, [::1], any "
+                     "port); others get 421 (DNS rebinding)")
+    mcp.add_argument("--allowed-origins", default=os.environ.get("SCREENSHOT_MCP_ALLOWED_ORIGINS", ""),
+                     help="http: comma-separated Origin headers answered (default: SCREENSHOT_MCP_ALLOWED_ORIGINS, "
+                     "else http:// and https:// of every allowed host); others get 403")
     # Every command, named where `--help` starts (from the commands themselves, so none is left out).
     parser.description = ("The screenshot-service command: " + ", ".join(commands.choices) + ". "
                           "`screenshot-service COMMAND --help` says what each takes.")
@@ -375,8 +383,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from service.mcp_server import serve
 
     api = args.api or _settings().service.base_url
-    serve(api, args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY"), args.transport, args.host, args.port)
+    if args.transport == "http" and args.access_key:
+        print("screenshot-service mcp: --access-key is for stdio; over HTTP every client sends its own key "
+              "(Authorization: Bearer <key>).", file=sys.stderr)
+        return 2
+    key = (args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY")) if args.transport == "stdio" else None
+    serve(api, key, args.transport, args.host, args.port, _listed(args.allowed_hosts), _listed(args.allowed_origins))
     return 0
+
+
+def _listed(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,9 @@ concurrency as any HTTP caller. Tools: `take` (an image, PDF, Markdown, HTML or 
 (a recording), `compare` (two shots of a page), `job_status`. Their parameters are the API's own schema (the
 options model). Images come back as MCP image content, Markdown, HTML and YAML as text, and what is large or not
 an image (PDF, video) as a link. The organisation's key: on stdio the server's (`--access-key`,
-SCREENSHOT_ACCESS_KEY), over HTTP each client's own, as `Authorization: Bearer <key>` or `X-Access-Key`.
+SCREENSHOT_ACCESS_KEY), over HTTP each client's own, as `Authorization: Bearer <key>` or `X-Access-Key` (the
+server lends none: a client without a key is refused). Over HTTP only the allowed Host and Origin headers are
+answered, whatever the address the server listens on (`--allowed-hosts`, `--allowed-origins`).
 """
 
 from __future__ import annotations
@@ -193,12 +195,37 @@ async def serve_stdio(api: str, key: str | None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def serve(api: str, key: str | None, transport: str, host: str, port: int) -> None:
-    """Run until stopped: on stdio, or streamable HTTP at http://HOST:PORT/mcp."""
+LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def allowed_hosts(host: str, given: list[str]) -> list[str]:
+    """The Host headers the HTTP server answers: `given` (name:port, port `*` for any), else the bind address and
+    the loopback names (a server bound to every interface, 0.0.0.0 or ::, is reached by its operator's names,
+    which must then be given)."""
+    if given:
+        return given
+    bound = [] if host in ("0.0.0.0", "::", "") else [f"[{host}]" if ":" in host else host]
+    return [f"{name}:*" for name in dict.fromkeys([*bound, *LOCAL_NAMES])]
+
+
+def allowed_origins(hosts: list[str], given: list[str]) -> list[str]:
+    """The Origin headers a browser's request may carry: `given`, else http and https of every allowed host."""
+    return given or [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+
+
+def serve(api: str, key: str | None, transport: str, host: str, port: int, hosts: list[str] | None = None,
+          origins: list[str] | None = None) -> None:
+    """Run until stopped: on stdio with the server's key, or streamable HTTP at http://HOST:PORT/mcp where every
+    client brings its own key and only the allowed Host and Origin headers are answered (DNS rebinding: 421 for
+    another Host, 403 for another Origin), whatever the address it listens on."""
     if transport == "stdio":
         anyio.run(serve_stdio, api, key)
         return
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app = build_server(api, key).streamable_http_app(host=host)
+    names = allowed_hosts(host, hosts or [])
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=names,
+                                         allowed_origins=allowed_origins(names, origins or []))
+    app = build_server(api, None).streamable_http_app(host=host, transport_security=security)
     uvicorn.run(app, host=host, port=port, log_level="warning")

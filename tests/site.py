@@ -273,6 +273,11 @@ ROUTES: dict[str, Handler] = {
     "/evidence/images.html": _images,
     "/evidence/outline.html": lambda q: _html(OUTLINE),
     "/evidence/traffic.html": lambda q: _html(TRAFFIC),
+    # Fetches /echo-binary: the request's headers echoed back as application/octet-stream (a HAR body in base64).
+    "/evidence/binary-echo.html": lambda q: _html(
+        "<p>binary echo</p><script>fetch('/echo-binary').then(r => r.arrayBuffer())"
+        ".then(b => document.body.append(b.byteLength));</script>"),
+    "/echo-binary": lambda q: (200, "application/octet-stream", b""),
     **{f"/quality/{name}.html": functools.partial(lambda page, q: _html(page), page)
        for name, page in QUALITY_PAGES.items()},
     **{f"/challenge/{path.name.removesuffix('.html.gz')}.html": (
@@ -323,7 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
         result = route(parse_qs(parts.query)) if route else (404, "text/plain", b"nope")
         status, content_type, body = result[:3]
         extra = result[3] if len(result) > 3 else {}
-        if parts.path == "/echo":  # what this request carried, for the request-context tests
+        if parts.path in ("/echo", "/echo-binary"):  # what this request carried, for the request-context tests
             body = json.dumps({"headers": self.server.log[-1][1]}).encode()
         if parts.path == "/basic" and "authorization" not in self.server.log[-1][1]:  # HTTP Basic wanted
             status, body, extra = 401, b"credentials, please", {"WWW-Authenticate": 'Basic realm="test"'}

@@ -140,8 +140,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     response = await _load(tab, options, env, deadline, clock)
     with clock.stage("preparation"):
         await shield.after_load(tab, deadline)
-    with clock.stage("waits"):
-        await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
+    await _wait_until_shown(tab, env, deadline, clock)
     await prepare(tab, options, deadline, clock)
     if options.delay:
         with clock.stage("waits"):
@@ -221,6 +220,13 @@ async def _document(options: TakeOptions, tab: Tab) -> Output:
         return Output((await aria_snapshot(tab, options)).encode(), "aria", FORMATS["aria"].media_type)
     markdown = await metadata.page_markdown(tab, options)
     return Output(markdown.encode(), "markdown", FORMATS["markdown"].media_type)
+
+
+async def _wait_until_shown(tab: Tab, env: Environment, deadline: float, clock: Stopwatch) -> None:
+    """A page that hides itself, waited for (render.page.reveal): a wait when it hid, a check when it did not."""
+    started = time.monotonic()
+    waited = await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
+    clock.add("preparation" if waited == 0 else "waits", time.monotonic() - started)
 
 
 async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
@@ -369,8 +375,7 @@ async def _image_unless_blank(options: TakeOptions, tab: Tab, env: Environment, 
         return output, None
     if not await quality.lays_out_content(tab, whole_page=bool(options.full_page)):
         return output, None
-    with clock.stage("waits"):
-        await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
+    await _wait_until_shown(tab, env, deadline, clock)
     output = await _image(options, tab, env.settings, deadline, picture, clock)
     colour = await asyncio.to_thread(imaging.one_colour, output.body)
     if colour is None:

@@ -12,6 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from render.contract import json_schema
 from render.contract.errors import (
     CaptureTimeout,
     ErrorDetail,
@@ -68,14 +69,16 @@ def _completion(body: Any) -> str:
 
 def structured(completion: str, schema: dict[str, Any]) -> str:
     """A completion that must follow `schema`: its JSON text as given, or VisionResponseInvalid saying where not."""
-    from jsonschema import Draft202012Validator
-
     try:
         answer = json.loads(completion)
     except ValueError:
         raise VisionResponseInvalid(f"The vision provider's answer is not JSON, as vision_response_schema needs: "
                                     f"{completion[:120]!r}.") from None
-    errors = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda error: list(error.path))
+    try:
+        errors = sorted(json_schema.validator(schema).iter_errors(answer), key=lambda error: list(error.path))
+    except RecursionError:  # an answer nested deeper than Python's stack (the schema was checked on arrival)
+        raise VisionResponseInvalid("The vision provider's answer is nested too deeply to check against "
+                                    "vision_response_schema.") from None
     if errors:
         first = errors[0]
         where = "/".join(str(part) for part in first.path) or "the answer"

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Request, Response
@@ -50,8 +50,28 @@ def caller_secrets(options: TakeOptions) -> tuple[set[str], set[str], set[str]]:
         strings |= {options.authorization, options.authorization.partition(" ")[2]}
     for url in (options.url, options.proxy):
         parts = urlsplit(url or "")
-        strings |= {unquote(parts.password or ""), unquote(parts.username or "")} if parts.password else set()
+        if parts.password:
+            user, password = unquote(parts.username or ""), unquote(parts.password)
+            strings |= {user, password, f"{user}:{password}"}  # the last, base64-encoded, is the Basic token
     return headers, cookies, {s for s in strings if len(s) >= MIN_SECRET_LENGTH}
+
+
+MIN_ENCODED_LENGTH = 8  # base64 runs shorter than this are not searched for: they would match at random
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Every form a secret may take in a HAR: itself, percent-encoded, and base64-encoded (both alphabets) at
+    each of the three alignments it may have inside a longer encoded text, as the run of characters that
+    depends on the secret alone."""
+    forms = {secret, quote(secret, safe=""), quote_plus(secret)}
+    raw = secret.encode()
+    for offset in range(3):
+        whole = offset + len(raw)
+        encoded = base64.b64encode(b"\0" * offset + raw + b"\0" * (-whole % 3)).decode()
+        core = encoded[4 if offset else 0:(whole // 3) * 4]
+        if len(core) >= MIN_ENCODED_LENGTH:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return forms
 
 
 def _iso(epoch_ms: float) -> str:
@@ -89,7 +109,8 @@ class HarRecorder:
         self._page = page
         self._embed = options.har_content == "embed"
         self._max_bytes = max_bytes
-        self._secret_headers, self._secret_cookies, self._secret_strings = caller_secrets(options)
+        self._secret_headers, self._secret_cookies, secrets = caller_secrets(options)
+        self._secret_strings = {form for secret in secrets for form in secret_forms(secret)}
         self._requests: list[Request] = []
         self._ended: set[Request] = set()
         self._started = time.time() * 1000
@@ -232,7 +253,9 @@ class HarRecorder:
             if body is not None:
                 content["size"] = len(body)
                 if mime.split(";")[0].strip().lower().startswith(TEXT_TYPES):
-                    content["text"] = body.decode("utf-8", "replace")
+                    content["text"] = body.decode("utf-8", "replace")  # redacted as text when serialised
+                elif any(form.encode() in body for form in self._secret_strings):
+                    content["comment"] = "body left out: it holds a secret of the request (redacted)"
                 else:
                     content["text"], content["encoding"] = base64.b64encode(body).decode(), "base64"
         return {"status": response.status, "statusText": response.status_text,

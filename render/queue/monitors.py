@@ -68,11 +68,21 @@ def load(connection: redis.Redis, monitor_id: str) -> Monitor | None:
     return Monitor.from_fields(monitor_id, raw) if raw else None
 
 
-def create(connection: redis.Redis, monitor: Monitor) -> None:
-    with connection.pipeline(transaction=True) as pipe:
-        pipe.hset(monitor_key(monitor.id), mapping=monitor.fields())  # type: ignore[arg-type]
-        pipe.sadd(monitors_key(monitor.organisation), monitor.id)
-        pipe.execute()
+# The count and the creation in one step: concurrent creates cannot pass the limit together.
+_CREATE_WITHIN = """
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+return 1
+"""
+
+
+def create(connection: redis.Redis, monitor: Monitor, most: int) -> bool:
+    """Store a new monitor unless its organisation already has `most`; False then (nothing stored)."""
+    fields = [item for pair in monitor.fields().items() for item in pair]
+    created = connection.register_script(_CREATE_WITHIN)(
+        keys=[monitors_key(monitor.organisation), monitor_key(monitor.id)], args=[most, monitor.id, *fields])
+    return bool(created)
 
 
 def change(connection: redis.Redis, monitor: Monitor, spec: MonitorSpec, sealed: str | None) -> Monitor:

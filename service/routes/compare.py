@@ -20,6 +20,7 @@ from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from render.contract.validation import validate_all
 from render.contract.wire import JobRequest, JobResult
+from render.net.policy import check_url
 from service import openapi
 from service.auth import body_caller
 from service.context import AppContext
@@ -114,9 +115,15 @@ async def shots(context: AppContext, org: Organisation, sides: dict[str, TakeOpt
 
     to_capture = [(side, wanted) for side, wanted in sides.items() if isinstance(wanted, TakeOptions)]
     if len(to_capture) == 2 and org.concurrency >= 2:
-        async with asyncio.TaskGroup() as group:
-            for side, options in to_capture:
-                group.create_task(capture(side, options))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for side, options in to_capture:
+                    group.create_task(capture(side, options))
+        except ExceptionGroup as failed:  # a side's own error, the first side's when both failed (not a 500)
+            errors = [error for error in failed.exceptions if isinstance(error, ServiceError)]
+            if not errors:
+                raise
+            raise min(errors, key=lambda error: error.message.startswith("after")) from None
     else:
         for side, options in to_capture:
             await capture(side, options)
@@ -151,6 +158,12 @@ async def compare(request: Request) -> Response:
     org, body, _ = await body_caller(request)
     wanted = validate_all(CompareRequest, body)
     sides = both_sides(wanted)
+    for side, options in sides.items():  # both sides' pages under the policy before either is captured or charged
+        if isinstance(options, TakeOptions) and options.url is not None:
+            try:
+                await check_url("url", options.url, context.policy)
+            except ServiceError as error:
+                raise in_side(error, side) from None
     trace_id = request.state.trace_id
     found = await shots(context, org, sides, trace_id)
     result = await run_compare(context, org, found["before"][1], found["after"][1], wanted.threshold, trace_id,

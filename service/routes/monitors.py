@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from render.contract import sealing
-from render.contract.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, ServiceError
 from render.contract.formats import FORMATS
 from render.contract.monitoring import KEEP_RUNS_MAX, MonitorSpec, next_due
 from render.contract.validation import validate_all
@@ -50,16 +50,28 @@ def check_schedule(context: AppContext, spec: MonitorSpec) -> None:
                               [ErrorDetail("schedule", f"runs closer than {least} s")])
 
 
-async def checked(context: AppContext, body: dict[str, Any]) -> tuple[MonitorSpec, Any]:
-    """A monitor's spec with its request validated as /take's (its fields named `request.<name>`)."""
+async def checked(context: AppContext, body: dict[str, Any], stored: monitors.Monitor | None = None
+                  ) -> tuple[MonitorSpec, Any]:
+    """A monitor's spec, every rule checked: the one path of create and change. Its request is validated as
+    /take's (fields named `request.<name>`), unless a change keeps `stored`'s (options None then: its sealed
+    secrets stay); the schedule's spacing and the webhook under the network policy, always."""
     spec = validate_all(MonitorSpec, {k: v for k, v in body.items() if k != "access_key"})
-    try:
-        options = entry_options(spec.request, "in a monitor; its runs are async and it has its own webhook_url")
-    except ServiceError as error:
-        raise in_side(error, "request") from None
-    if FORMATS[options.format].kind != "image":
-        raise RequestNotValid("request: format must be an image format to be compared (png, jpeg, webp, ...).",
-                              [ErrorDetail("request.format", "must be an image format")])
+    options = None
+    if stored is None or body.get("request") != stored.spec.request:
+        try:
+            options = entry_options(spec.request, "in a monitor; its runs are async and it has its own webhook_url")
+        except ServiceError as error:
+            raise in_side(error, "request") from None
+        if FORMATS[options.format].kind != "image":
+            raise RequestNotValid("request: format must be an image format to be compared (png, jpeg, webp, ...).",
+                                  [ErrorDetail("request.format", "must be an image format")])
+        if options.url is not None:  # its page under the policy now, not only at each run
+            try:
+                await check_url("url", options.url, context.policy)
+            except NameNotResolved:  # it may resolve by its first run; that run says so if not
+                pass
+            except ServiceError as error:
+                raise in_side(error, "request") from None
     check_schedule(context, spec)
     if spec.webhook_url is not None:
         await check_url("webhook_url", spec.webhook_url, context.policy, unresolvable_is_invalid=True)
@@ -89,16 +101,15 @@ async def create(request: Request) -> Response:
     context: AppContext = request.app.state.context
     org, body, _ = await body_caller(request)
     spec, options = await checked(context, body)
-    if len(await in_redis(context, monitors.ids_of, org.id)) >= context.settings.service.monitors_max:
-        raise RequestNotValid(f"This organisation has {context.settings.service.monitors_max} monitors, the most it "
-                              "may have (SCREENSHOT_MONITORS_MAX): delete one first.",
-                              [ErrorDetail("monitors", "too many")])
+    most = context.settings.service.monitors_max
     monitor_id = f"mon_{secrets.token_hex(8)}"
     public, sealed = sealing.seal_job(options, context.settings.render.job_secret, monitoring.sealed_for(monitor_id))
     now = time.time()
     monitor = monitors.Monitor(id=monitor_id, organisation=org.id, spec=spec.model_copy(update={"request": public}),
                                sealed=sealed, created=now, updated=now)
-    await in_redis(context, monitors.create, monitor)
+    if not await in_redis(context, monitors.create, monitor, most):  # counted and created in one step
+        raise RequestNotValid(f"This organisation has {most} monitors, the most it may have "
+                              "(SCREENSHOT_MONITORS_MAX): delete one first.", [ErrorDetail("monitors", "too many")])
     if not spec.paused:  # the first run at once: the baseline the next ones are compared with
         await in_redis(context, monitoring.schedule_run, monitor_id, int(now), monitor.revision)
     stored = await owned(context, org, monitor_id)
@@ -127,20 +138,15 @@ async def change(request: Request, monitor_id: str) -> Response:
     context: AppContext = request.app.state.context
     org, body, _ = await body_caller(request)
     monitor = await owned(context, org, monitor_id)
-    merged = {**monitor.spec.model_dump(mode="json", exclude={"request"}), "request": body.get("request")}
-    merged.update({k: v for k, v in body.items() if k not in ("access_key", "request")})
+    merged = {**monitor.spec.model_dump(mode="json"), **{k: v for k, v in body.items() if k != "access_key"}}
     if body.get("request") is None:  # the stored request keeps its sealed secrets
         merged["request"] = monitor.spec.request
-        options = None
-        spec = validate_all(MonitorSpec, merged)
-        sealed = monitor.sealed
-    else:
-        spec, options = await checked(context, merged)
+    spec, options = await checked(context, merged, monitor)
+    sealed = monitor.sealed
+    if options is not None:
         public, sealed = sealing.seal_job(options, context.settings.render.job_secret,
                                           monitoring.sealed_for(monitor_id))
         spec = spec.model_copy(update={"request": public})
-    if options is None and "schedule" in body:
-        check_schedule(context, spec)
     await in_redis(context, monitoring.cancel_run, monitor_id, monitor.next_run)
     updated = await in_redis(context, monitors.change, monitor, spec, sealed)
     if not spec.paused:

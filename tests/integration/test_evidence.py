@@ -436,6 +436,35 @@ def test_the_page_s_traffic_as_har(client: httpx.Client, org: Org, site: Site) -
     assert all("text" not in entry["response"]["content"] for entry in omitted["log"]["entries"])
 
 
+@pytest.mark.parametrize("secrets", ["request-context", "url-credentials"])
+def test_har_bodies_in_base64_hold_no_secret(client: httpx.Client, org: Org, site: Site, secrets: str) -> None:
+    """A same-origin resource served as application/octet-stream echoes its request: its body would go into the
+    HAR base64-encoded, with the caller's cookie, bearer token, header and the Basic token of the URL's
+    credentials inside. No secret may show in any encoding: such a body is left out, and said so."""
+    if secrets == "request-context":
+        params = {"url": site.url("/evidence/binary-echo.html"), "cookies": "session=s3cr3t-cookie",
+                  "authorization": "Bearer s3cr3t-token", "headers": "X-Api-Token: s3cr3t-header"}
+        hidden = ["s3cr3t-cookie", "s3cr3t-token", "s3cr3t-header"]
+    else:
+        params = {"url": site.url("/evidence/binary-echo.html").replace("://", "://s3cr3t-user:s3cr3t-pass@")}
+        hidden = ["s3cr3t-user", "s3cr3t-pass", "s3cr3t-user:s3cr3t-pass"]
+    response = take(client, org, har="true", har_content="embed", response_type="json", **params)
+    assert response.status_code == 200, response.text
+    stored = client.get(response.json()["har"]["url"]).content
+    texts = [stored.decode()]
+    entries = json.loads(stored)["log"]["entries"]
+    for entry in entries:
+        content = entry["response"]["content"]
+        if content.get("encoding") == "base64":
+            texts.append(base64.b64decode(content["text"]).decode("utf-8", "replace"))
+    for secret in hidden:
+        encoded = base64.b64encode(secret.encode()).decode()
+        assert not any(secret in text or encoded in text for text in texts), secret
+    echo = next(entry for entry in entries if entry["request"]["url"].endswith("/echo-binary"))
+    assert echo["response"]["content"]["comment"].startswith("body left out: it holds a secret")
+    assert echo["response"]["status"] == 200
+
+
 def test_har_content_needs_har(client: httpx.Client, org: Org, site: Site) -> None:
     response = take(client, org, url=site.url("/tall.html"), har_content="embed")
     assert response.status_code == 400

@@ -133,3 +133,76 @@ def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, cl
     assert wrong.is_error and "access_key_invalid" in wrong.content[0].text
     spent = run(lambda: session(other.access_key))  # the organisation's own quota applies
     assert spent.is_error and "screenshots_limit_reached" in spent.content[0].text
+
+
+# --- the HTTP server as closed as the API (issue 46) --------------------------------------------------------
+
+
+def _start_http(service: RunningService, host: str, *extra: str, env: dict[str, str] | None = None
+                ) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "service.cli", "mcp", "--transport", "http", "--api",
+                                service.url, "--host", host, "--port", str(port), *extra], cwd=ROOT,
+                               env={**environment(), **(env or {})})
+    base = f"http://{host}:{port}"
+    wait_for(lambda: httpx.get(base + "/", timeout=2) is not None, 30, "the MCP server")
+    return process, base
+
+
+def _initialize(base: str, **headers: str) -> httpx.Response:
+    return httpx.post(base + "/mcp", headers={"accept": "application/json, text/event-stream", **headers}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+
+
+def test_the_http_server_lends_no_key(service: RunningService, client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                      site: Site) -> None:
+    """SCREENSHOT_ACCESS_KEY is the stdio server's key: over HTTP a client that sends none is refused and nothing
+    is charged to the key's organisation; --access-key with --transport http is refused at start."""
+    org = make_org()
+    process, base = _start_http(service, "127.0.0.1", env={"SCREENSHOT_ACCESS_KEY": org.access_key})
+    try:
+        async def keyless() -> Any:
+            async with http_client(None) as http, Client(
+                    streamable_http_client(base + "/mcp", http_client=http)) as mcp:
+                return await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL})
+
+        refused = run(keyless)
+        assert refused.is_error and "access_key_required" in refused.content[0].text
+        assert used(client, org) == 0
+    finally:
+        process.terminate()
+        process.wait(10)
+    start = subprocess.run([sys.executable, "-m", "service.cli", "mcp", "--transport", "http", "--api", service.url,
+                            "--access-key", org.access_key], cwd=ROOT, env=environment(), capture_output=True,
+                           timeout=30)
+    assert start.returncode == 2 and b"--access-key is for stdio" in start.stderr
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"], ids=["loopback", "another-address"])
+def test_foreign_hosts_and_origins_are_refused_whatever_the_bind_address(service: RunningService,
+                                                                         host: str) -> None:
+    """DNS rebinding: a page of another site reaching the server by a name that resolves to it. Bound to any
+    address, another Host gets 421 and another Origin 403; the bind address, loopback names and the allowed
+    ones are answered."""
+    process, base = _start_http(service, host)
+    try:
+        port = base.rsplit(":", 1)[1]
+        assert _initialize(base).status_code == 200
+        assert _initialize(base, host=f"evil.example:{port}").status_code == 421
+        assert _initialize(base, origin="http://evil.example").status_code == 403
+        assert _initialize(base, origin=f"http://{host}:{port}").status_code == 200
+        assert _initialize(base, host=f"localhost:{port}").status_code == 200
+    finally:
+        process.terminate()
+        process.wait(10)
+    process, base = _start_http(service, host, "--allowed-hosts", "agents.internal:*",
+                                "--allowed-origins", "https://agents.internal")
+    try:
+        port = base.rsplit(":", 1)[1]
+        assert _initialize(base, host=f"agents.internal:{port}").status_code == 200
+        assert _initialize(base, host=f"agents.internal:{port}", origin="https://agents.internal").status_code == 200
+        assert _initialize(base).status_code == 421  # only what was given
+    finally:
+        process.terminate()
+        process.wait(10)

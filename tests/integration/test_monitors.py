@@ -367,3 +367,36 @@ def test_a_run_past_the_quota_is_a_failed_run_not_a_capture(client: httpx.Client
     assert history[0]["error_code"] == "screenshots_limit_reached" and "did not start" in history[0]["error_message"]
     assert shown["paused_reason"] == "1 failed run in a row"
     assert live.fetches == 1 and used(client, org) == 1
+
+
+def test_the_monitor_limit_holds_under_concurrent_creates(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    """With 90 monitors, 40 creates at once: 10 are made and 30 refused naming SCREENSHOT_MONITORS_MAX (the count
+    and the creation are one step in Redis); never more than the 100 the setting allows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    org = make_org()
+    spec = {"request": {"url": site.url("/colours.html")}, "schedule": {"interval": 3600}, "paused": True}
+    for _ in range(90):
+        assert create(client, org, **spec).status_code == 201
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        answers = list(pool.map(lambda _: create(client, org, **spec), range(40)))
+    assert sorted(answer.status_code for answer in answers) == [201] * 10 + [400] * 30
+    refusal = next(answer.json() for answer in answers if answer.status_code == 400)
+    assert "SCREENSHOT_MONITORS_MAX" in refusal["error_message"]
+    assert len(client.get("/v1/monitors", params={"access_key": org.access_key}).json()["monitors"]) == 100
+
+
+def test_a_change_is_checked_as_a_create_is(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
+    """PATCH takes the create's one validation path: a webhook that does not resolve, a schedule too close, a
+    bad request are refused naming their field, and the monitor stays as it was."""
+    org = make_org()
+    made = create(client, org, request={"url": site.url("/colours.html")}, schedule={"interval": 3600},
+                  paused=True).json()
+    for change, field in (({"webhook_url": "http://nothing.invalid/hook"}, "webhook_url"),
+                          ({"schedule": {"interval": 0.5}}, "schedule"),
+                          ({"request": {"url": site.url("/colours.html"), "format": "pdf"}}, "request.format")):
+        answer = client.patch(f"/v1/monitors/{made['id']}", json={"access_key": org.access_key, **change})
+        assert answer.status_code == 400, answer.text
+        assert any(detail["field"].startswith(field) for detail in answer.json()["error_details"]), answer.json()
+    shown = client.get(f"/v1/monitors/{made['id']}", params={"access_key": org.access_key}).json()
+    assert (shown["webhook_url"], shown["schedule"], shown["request"]) == (None, made["schedule"], made["request"])

@@ -214,3 +214,85 @@ def test_an_allowed_page_sends_no_udp(isolated_http: httpx.Client, isolated_org:
         assert response.status_code == 200, response.text
         time.sleep(0.5)
         assert canary.datagrams == 0, "a page sent UDP around the network policy"
+
+
+# --- the surfaces added since /take's security work (issue 46) --------------------------------------------
+
+PRIVATE_FORMS = [
+    "http://127.0.0.1:{port}/", "http://localhost:{port}/", "http://[::1]:{port}/", "http://0.0.0.0:{port}/",
+    "http://2130706433:{port}/", "http://0x7f.1:{port}/", "http://169.254.169.254/latest/meta-data/",
+    "http://metadata.google.internal/computeMetadata/v1/", "http://10.0.0.1/", "http://192.168.1.1/",
+    "http://[::ffff:127.0.0.1]:{port}/", "http://[fd00::1]/", "http://evil.test:{port}/",
+]
+FORM_IDS = [url.split("//")[1].split("/")[0].replace(":{port}", "") for url in PRIVATE_FORMS]
+
+
+def used(http: httpx.Client, org: Org) -> int:
+    return int(http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def refused_naming(response: httpx.Response, field: str) -> None:
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error_code"] == "request_not_valid", body
+    assert [detail["field"] for detail in body["error_details"]] == [field], body
+
+
+@pytest.mark.parametrize("url", PRIVATE_FORMS, ids=FORM_IDS)
+def test_compare_sides_refuse_private_addresses_as_their_own_error(isolated_http: httpx.Client, isolated_org: Org,
+                                                                   sites: tuple[Site, Site], url: str) -> None:
+    """Each side is a /take: a refused side is its own 400 naming `before.url` (or `after.url`), never a 500,
+    and nothing is reached or charged, whether the other side is captured beside it or not."""
+    allowed, secret = sites
+    page = {"url": f"http://allowed.test:{allowed.port}/colours.html", "viewport_width": 200, "viewport_height": 100}
+    private = {"url": url.format(port=secret.port)}
+    with untouched(secret):
+        for before, after, field in ((private, page, "before.url"), (page, private, "after.url"),
+                                     (private, private, "before.url")):
+            answer = isolated_http.post("/v1/screenshot/compare", json={
+                "access_key": isolated_org.access_key, "before": before, "after": after}, timeout=120)
+            assert answer.status_code == 400, answer.text
+            body = answer.json()
+            assert body["error_code"] == "request_not_valid", body
+            assert body["error_message"].startswith(field.split(".")[0] + ": "), body
+            fields = [detail["field"] for detail in body["error_details"]]
+            assert fields[0] == field and set(fields) <= {"before.url", "after.url"}, body
+    assert used(isolated_http, isolated_org) == 0
+
+
+def test_a_compare_side_redirected_to_a_private_address_is_its_own_error(
+        isolated_http: httpx.Client, isolated_org: Org, sites: tuple[Site, Site]) -> None:
+    allowed, secret = sites
+    page = {"url": f"http://allowed.test:{allowed.port}/colours.html", "viewport_width": 200, "viewport_height": 100}
+    redirected = {"url": f"http://allowed.test:{allowed.port}/redirect?to=http://127.0.0.1:{secret.port}/"}
+    with untouched(secret):
+        answer = isolated_http.post("/v1/screenshot/compare", json={
+            "access_key": isolated_org.access_key, "before": page, "after": redirected}, timeout=120)
+    assert 400 <= answer.status_code < 500 or answer.json()["error_code"] == "network_error", answer.text
+    assert answer.json()["error_message"].startswith("after: "), answer.text
+
+
+@pytest.mark.parametrize("url", PRIVATE_FORMS, ids=FORM_IDS)
+def test_monitors_refuse_private_addresses_on_create_and_on_change(isolated_http: httpx.Client, make_org_in,  # type: ignore[no-untyped-def]
+                                                                   isolated: RunningService,
+                                                                   sites: tuple[Site, Site], url: str) -> None:
+    """A monitor's page and webhook are checked as /take's: when it is created, and when a change names a new
+    webhook or request (one validation path: PATCH once let a private webhook through)."""
+    allowed, secret = sites
+    org = make_org_in(isolated.redis_url)
+    private = url.format(port=secret.port)
+    page = {"url": f"http://allowed.test:{allowed.port}/colours.html"}
+    spec = {"access_key": org.access_key, "schedule": {"interval": 3600}, "paused": True}
+    with untouched(secret):
+        refused_naming(isolated_http.post("/v1/monitors", json={**spec, "request": {"url": private}}), "request.url")
+        refused_naming(isolated_http.post("/v1/monitors", json={**spec, "request": page, "webhook_url": private}),
+                       "webhook_url")
+        created = isolated_http.post("/v1/monitors", json={**spec, "request": page})
+        assert created.status_code == 201, created.text
+        monitor = created.json()["id"]
+        refused_naming(isolated_http.patch(f"/v1/monitors/{monitor}", json={
+            "access_key": org.access_key, "webhook_url": private}), "webhook_url")
+        refused_naming(isolated_http.patch(f"/v1/monitors/{monitor}", json={
+            "access_key": org.access_key, "request": {"url": private}}), "request.url")
+    shown = isolated_http.get(f"/v1/monitors/{monitor}", params={"access_key": org.access_key}).json()
+    assert shown["webhook_url"] is None and shown["request"]["url"] == page["url"]

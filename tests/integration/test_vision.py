@@ -161,6 +161,100 @@ def test_bad_vision_parameters_name_the_field(isolated_http: httpx.Client, isola
     assert field in [d["field"] for d in response.json()["error_details"]]
 
 
+# --- schemas that must never fetch, loop or backtrack (issue 46) --------------------------------------
+
+
+def _nested(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"v": schema}}
+    return schema
+
+
+@pytest.fixture(scope="module")
+def canary() -> Iterator[Receiver]:
+    """Answers any schema a worker might fetch (it must never be asked)."""
+    answer = (200, {"Content-Type": "application/schema+json"}, b'{"type": "string"}')
+    with Receiver(lambda received: answer) as running:
+        yield running
+
+
+def _fetching_schemas(canary: Receiver) -> list[dict]:
+    return [
+        {"type": "object", "properties": {"v": {"$ref": canary.url("/schema.json")}}},
+        {"$id": canary.url("/root.json"), "type": "object", "properties": {"v": {"$ref": "schema.json"}}},
+        {"type": "object", "properties": {"v": {"$dynamicRef": canary.url("/schema.json#meta")}}},
+        {"type": "object", "$defs": {"a": {"$ref": canary.url("/schema.json#/$defs/b")}}, "$ref": "#/$defs/a"},
+    ]
+
+
+BAD_SCHEMAS = {
+    "nested-150": _nested(150),
+    "self": {"$ref": "#"},
+    "defs-loop": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
+    "unresolvable": {"type": "object", "properties": {"v": {"$ref": "#/$defs/missing"}}},
+    "back-reference": {"type": "string", "pattern": "(a)\\1"},
+    "look-ahead": {"type": "object", "patternProperties": {"(?=x)x": {"type": "string"}}},
+    "not-a-pattern": {"type": "string", "pattern": "(unclosed"},
+}
+
+
+@pytest.mark.parametrize("index", range(4), ids=["ref", "id-relative", "dynamic-ref", "through-defs"])
+@pytest.mark.parametrize("how", ["query", "body"])
+def test_a_schema_never_makes_anything_fetch(isolated_http: httpx.Client, isolated_org: Org, site: Site,
+                                             canary: Receiver, index: int, how: str) -> None:
+    """References resolve inside the schema only: one naming a URL is refused when the request arrives, and
+    nothing (API or worker) ever asks the URL."""
+    schema = _fetching_schemas(canary)[index]
+    params = {"access_key": isolated_org.access_key, "url": site.url("/colours.html"), "viewport_width": 200,
+              "viewport_height": 100, "vision_provider_api_key": "sk-test-good"}
+    if how == "query":
+        response = isolated_http.get("/v1/screenshot/take",
+                                     params={**params, "vision_response_schema": json.dumps(schema)})
+    else:
+        response = isolated_http.post("/v1/screenshot/take", json={**params, "vision_response_schema": schema})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error_code"] == "request_not_valid"
+    assert [d["field"] for d in body["error_details"]] == ["vision_response_schema"]
+    assert "does not resolve inside the schema" in body["error_message"]
+    assert canary.requests == []
+    assert used(isolated_http, isolated_org) == 0
+
+
+@pytest.mark.parametrize("name", list(BAD_SCHEMAS))
+@pytest.mark.parametrize("how", ["query", "body"])
+def test_a_schema_that_would_loop_or_backtrack_is_refused_naming_the_field(
+        isolated_http: httpx.Client, isolated_org: Org, site: Site, name: str, how: str) -> None:
+    params = {"access_key": isolated_org.access_key, "url": site.url("/colours.html"),
+              "vision_provider_api_key": "sk-test-good"}
+    schema = BAD_SCHEMAS[name]
+    if how == "query":
+        response = isolated_http.get("/v1/screenshot/take",
+                                     params={**params, "vision_response_schema": json.dumps(schema)})
+    else:
+        response = isolated_http.post("/v1/screenshot/take", json={**params, "vision_response_schema": schema})
+    assert response.status_code == 400, response.text
+    assert response.json()["error_code"] == "request_not_valid"
+    assert [d["field"] for d in response.json()["error_details"]] == ["vision_response_schema"]
+    assert used(isolated_http, isolated_org) == 0
+
+
+def test_a_catastrophic_pattern_is_checked_in_linear_time(isolated_http: httpx.Client, isolated_org: Org,
+                                                          site: Site) -> None:
+    """`^(a+)+$` against 40 a's and a "!" would take Python's re about 2^40 steps: RE2 answers at once, so the
+    answer outside the schema is a clear error (not a worker stuck until the job's deadline)."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["prompt"],
+              "properties": {"prompt": {"type": "string", "pattern": "^(a+)+$"}},
+              "patternProperties": {"^(b+)+$": {"type": "string"}}}
+    response = take(isolated_http, isolated_org, site, vision_provider_api_key="sk-test-good",
+                    vision_prompt="a" * 40 + "!", vision_response_schema=json.dumps(schema), timeout="30")
+    assert response.status_code == 500, response.text
+    body = response.json()
+    assert body["error_code"] == "vision_response_invalid" and "does not match" in body["error_message"], body
+    assert used(isolated_http, isolated_org) == 0
+
+
 def everything_in(connection: redis.Redis) -> bytes:
     """Every key and value of the database, RQ's zlib-compressed job payloads decompressed."""
     dump: list[bytes] = []
