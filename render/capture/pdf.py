@@ -13,6 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from render.browser.tabs import Tab
 from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import TakeOptions
+from render.contract.values import TEMPLATE_RULE
 from render.output.pdf_archive import to_pdf_a
 
 CSS_PX_PER_INCH = 96
@@ -57,6 +58,14 @@ async def print_pdf(options: TakeOptions, tab: Tab) -> bytes:
         if "page range" in str(error).lower():
             raise RequestNotValid(f"pdf_page_ranges: {options.pdf_page_ranges} names pages the document does not "
                                   "have.", [ErrorDetail("pdf_page_ranges", "beyond the document's pages")]) from None
+        if templates and "printing failed" in str(error).lower():
+            # A template that asks for something while printing (a stylesheet or font by URL in a form the
+            # request's check did not read) stops Chromium's print: the caller's template, not a fault of ours.
+            tab.dirty = True
+            fields = [name for name in ("pdf_header_template", "pdf_footer_template") if getattr(options, name)]
+            raise RequestNotValid(f"{' and '.join(fields)}: Chromium could not print with this template; a "
+                                  f"template draws only with {TEMPLATE_RULE}.",
+                                  [ErrorDetail(name, "could not be printed") for name in fields]) from None
         raise
     document = with_document_info(printed, options)
     if options.pdf_a is not None:

@@ -34,6 +34,7 @@ from render.contract.values import (
     PaperFormat,
     PdfPassword,
     PdfPermissions,
+    PdfTemplate,
     ProxyUrl,
     ResourceStatuses,
     ResourceType,
@@ -254,10 +255,11 @@ class TakeOptions(BaseModel):
     pdf_prefer_css_page_size: Bool = param(False, "PDF", "The page's CSS @page size wins over the sheet's.")
     pdf_scale: float = param(1.0, "PDF", "Scale of the rendering, 0.1-2.", ge=0.1, le=2)
     pdf_page_ranges: PageRanges | None = param(None, "PDF", "Pages to print: 1-5, 8, 11-13.")
-    pdf_header_template: str | None = param(None, "PDF", "HTML of each sheet's header; classes date, title, url, "
-                                            "pageNumber, totalPages get those values.", max_length=16384)
-    pdf_footer_template: str | None = param(None, "PDF", "HTML of each sheet's footer (as the header's).",
-                                            max_length=16384)
+    pdf_header_template: PdfTemplate | None = param(None, "PDF", "HTML of each sheet's header; classes date, title, "
+                                                    "url, pageNumber, totalPages get those values; inline styles "
+                                                    "only.", max_length=16384)
+    pdf_footer_template: PdfTemplate | None = param(None, "PDF", "HTML of each sheet's footer (as the header's).",
+                                                    max_length=16384)
     pdf_tagged: Bool = param(False, "PDF", "Tagged (accessible) PDF: its structure tree.")
     pdf_outline: Bool = param(False, "PDF", "A document outline (bookmarks) from the headings; tags the PDF.")
     pdf_title: str | None = param(None, "PDF", "Document title (else the page's).", max_length=1000)

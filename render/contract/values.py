@@ -223,6 +223,24 @@ def _json_schema(value: Any) -> dict[str, Any]:
     return value
 
 
+# Chromium prints header and footer templates without fetching: a stylesheet or font it would have to fetch
+# stops the print ("Printing failed") and leaves the page's renderer broken. Pictures by URL are drawn as
+# nothing (never fetched). What a template may use:
+TEMPLATE_RULE = ("what it carries: <style> elements and style attributes, fonts the system has, pictures and "
+                 "fonts as data: URLs (no <link>, @import or url() of anything else)")
+_TEMPLATE_FETCH = re.compile(r"<\s*link\b|@import\b|url\(\s*(?!['\"]?\s*data:)", re.IGNORECASE)
+
+
+def _pdf_template(value: str) -> str:
+    """A PDF header or footer template that asks for nothing while it is printed (TEMPLATE_RULE)."""
+    plain = re.sub(r"\\([0-9a-fA-F]{1,6})\s?", lambda found: chr(int(found.group(1), 16)), value)  # CSS escapes
+    found = _TEMPLATE_FETCH.search(plain)
+    if found:
+        raise ValueError(f"{found.group(0).strip()!r} asks for something while printing: a template draws only "
+                         f"with {TEMPLATE_RULE}")
+    return value
+
+
 def _page_ranges(value: str) -> str:
     """Chromium's page ranges: `1-5, 8, 11-13` (1-based, ranges ascending; `-3` and `9-` are open ranges)."""
     parts = [part.strip() for part in value.split(",")]
@@ -255,6 +273,7 @@ ProxyUrl = Annotated[str, AfterValidator(_proxy_url)]
 HostPatterns = Annotated[list[str], BeforeValidator(as_list), AfterValidator(_host_patterns)]
 TimeZone = Annotated[str, AfterValidator(_time_zone)]
 CssLength = Annotated[str, AfterValidator(_css_length)]
+PdfTemplate = Annotated[str, AfterValidator(_pdf_template)]
 StorageKey = Annotated[str, AfterValidator(_storage_key)]  # a relative object key, placeholders allowed
 StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
 ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]

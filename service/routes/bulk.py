@@ -182,6 +182,12 @@ def first_error(entries: list[tuple[TakeOptions | None, ServiceError | None]], *
         if error is None and pdf and options is not None and options.format != "pdf":
             error = RequestNotValid("merge_pdf merges PDFs: every request needs format=pdf.",
                                     [ErrorDetail("format", "must be pdf")])
+        if error is None and pdf and options is not None:
+            locked = [name for name in ("pdf_user_password", "pdf_owner_password", "pdf_permissions")
+                      if getattr(options, name) is not None]
+            if locked:  # an encrypted PDF cannot be opened to be merged: refused before anything is captured
+                error = RequestNotValid(f"merge_pdf cannot merge an encrypted PDF: leave out {', '.join(locked)}.",
+                                        [ErrorDetail(name, "not with merge_pdf") for name in locked])
         if error is not None:
             raise in_entry(error, index)
 

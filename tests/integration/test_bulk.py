@@ -150,3 +150,18 @@ def test_merge_pdf_answers_one_pdf_of_every_request_in_order(client: httpx.Clien
     assert failing.json()["error_message"].startswith("requests[1]: ")
     lazy = bulk(client, org, merge_pdf=True, requests=[{"html": pages[0], "format": "pdf"}])
     assert lazy.status_code == 400 and lazy.json()["error_details"][0]["field"] == "merge_pdf"
+
+
+def test_merge_pdf_refuses_an_encrypted_entry_before_capturing_anything(client: httpx.Client, make_org) -> None:  # type: ignore[no-untyped-def]
+    """An encrypted PDF cannot be opened to be merged (once a 500, after both captures were charged)."""
+    org = make_org()
+    for locked in ({"pdf_user_password": "open-sesame"}, {"pdf_owner_password": "owner-only"},
+                   {"pdf_owner_password": "owner-only", "pdf_permissions": "print"}):
+        answer = bulk(client, org, execute=True, merge_pdf=True, options={"format": "pdf"},
+                      requests=[{"html": "<p>one</p>"}, {"html": "<p>two</p>", **locked}])
+        assert answer.status_code == 400, answer.text
+        body = answer.json()
+        assert body["error_code"] == "request_not_valid"
+        assert {detail["field"] for detail in body["error_details"]} == {f"requests.1.{name}" for name in locked}
+        assert "open-sesame" not in answer.text and "owner-only" not in answer.text
+    assert used(client, org) == 0

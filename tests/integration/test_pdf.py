@@ -121,6 +121,11 @@ def test_document_metadata_in_the_info_dictionary_and_xmp(client: httpx.Client, 
     ({"pdf_scale": 3}, "pdf_scale"),
     ({"pdf_width": "wide", "pdf_height": "10cm"}, "pdf_width"),
     ({"pdf_header_template": "x" * 20000}, "pdf_header_template"),
+    # A stylesheet or font by URL stops Chromium's print ("Printing failed", once a 500): refused on arrival.
+    ({"pdf_header_template": "<link rel=stylesheet href='/evidence/style.css'><p>h</p>"}, "pdf_header_template"),
+    ({"pdf_footer_template": "<style>@import url(/evidence/style.css);</style><p>f</p>"}, "pdf_footer_template"),
+    ({"pdf_footer_template": "<style>@font-face { font-family: f; src: url(/f.ttf) }</style>"}, "pdf_footer_template"),
+    ({"pdf_header_template": "<svg><style>@\\69mport 'x.css';</style></svg>"}, "pdf_header_template"),
 ])
 def test_bad_pdf_options_name_their_field(client: httpx.Client, org: Org, params: dict[str, object],
                                           field: str) -> None:
@@ -128,6 +133,19 @@ def test_bad_pdf_options_name_their_field(client: httpx.Client, org: Org, params
                                                         "html": "<p>one page</p>", **params})
     assert response.status_code == 400, response.text
     assert field in [detail["field"] for detail in response.json()["error_details"]], response.json()
+
+
+def test_a_template_draws_with_what_it_carries(client: httpx.Client, org: Org, tmp_path: Path) -> None:
+    """Inline styles, a <style> element and a picture as a data: URL print; a picture by URL is drawn as nothing
+    (never fetched) and the print still succeeds."""
+    header = ("<style>.t { font-size: 10px; color: #204080 }</style><div class='t'>Inline header "
+              "<img alt='' src='data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42m"
+              "Nk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='><img alt='' src='http://nothing.invalid/a.png'></div>")
+    data = pdf(client, org, html=BOOK, pdf_margin="20mm", pdf_header_template=header)
+    path = tmp_path / "templated.pdf"
+    path.write_bytes(data)
+    text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Inline header" in text
 
 
 def test_the_site_s_pages_print_too(client: httpx.Client, org: Org, site: Site, tmp_path: Path) -> None:
