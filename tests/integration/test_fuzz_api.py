@@ -92,9 +92,37 @@ def bounded(case: Any) -> None:
                 request.setdefault("timeout", 4)
 
 
+def _kept(params: Any, data: st.DataObject, label: str) -> dict[str, Any]:
+    """Up to two of the generated parameters, the source ones left out."""
+    params = params if isinstance(params, dict) else {}
+    names = sorted(name for name in params if name not in ("url", "html", "markdown"))
+    kept = data.draw(st.lists(st.sampled_from(names), max_size=2, unique=True), label) if names else []
+    return {name: params[name] for name in kept}
+
+
+def narrowed_json(case: Any, data: st.DataObject, site: Site) -> None:
+    """The JSON routes added since /take's security work (issue 46), narrowed the same way: compare sides on a
+    real page with a few generated parameters each, a bulk merge of PDFs, a (paused) monitor of a real page."""
+    path, body = case.formatted_path, case.body if isinstance(case.body, dict) else {}
+    page = {"url": site.url("/colours.html"), "viewport_width": 200, "viewport_height": 100}
+    if path.endswith("/compare"):
+        case.body = {**body, **{side: {**page, **_kept(body.get(side), data, side)} for side in ("before", "after")}}
+    elif path.endswith("/bulk"):
+        entries = body.get("requests") if isinstance(body.get("requests"), list) else [{}]
+        case.body = {**body, "execute": True, "merge_pdf": True, "options": {"format": "pdf", "timeout": 4},
+                     "requests": [{"html": "<p>fuzz</p>", **_kept(entry, data, "entry")} for entry in entries[:3]]}
+    elif path == "/v1/monitors" and case.method == "POST":
+        case.body = {**body, "request": {**page, **_kept(body.get("request"), data, "request")},
+                     "schedule": {"interval": 3600}, "paused": True}
+
+
 def narrowed(case: Any, data: st.DataObject, site: Site) -> None:
     """Most generated captures combine so many parameters that one of them is always refused: keep a few
     of them, on a real page, so the fuzzer gets through validation to the workers too."""
+    if case.method == "POST" and case.formatted_path.endswith(("/compare", "/bulk", "/monitors")):
+        if data.draw(st.booleans(), "narrow"):
+            narrowed_json(case, data, site)
+        return
     if not case.formatted_path.endswith(("/take", "/animate")) or not data.draw(st.booleans(), "narrow"):
         return
     source = data.draw(st.sampled_from([{"url": site.url("/colours.html")}, {"html": "<h1>fuzz</h1>"},

@@ -206,3 +206,50 @@ def test_foreign_hosts_and_origins_are_refused_whatever_the_bind_address(service
     finally:
         process.terminate()
         process.wait(10)
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"v": value}
+    return value
+
+
+BAD_ARGUMENTS = [
+    ("take", {}),
+    ("take", {"url": 42}),
+    ("take", {"url": "http://a.test/", "viewport_width": "wide"}),
+    ("take", {"url": "http://a.test/", "full_page": {"v": 1}}),
+    ("take", {"url": "http://a.test/", "unknown_parameter": True}),
+    ("take", {"url": "http://a.test/" + "a" * 100_000}),
+    ("take", {"url": "http://a.test/", "vision_provider_api_key": "k", "vision_response_schema": _deep(150)}),
+    ("take", {"url": "http://a.test/", "vision_provider_api_key": "k", "vision_response_schema": {"$ref": "#"}}),
+    ("take", {"html": "<p>x</p>", "format": "pdf", "pdf_header_template": "<link rel=stylesheet href=/x.css>"}),
+    ("animate", {"url": "http://a.test/", "duration": -1}),
+    ("compare", {"before": "not an object", "after": {}}),
+    ("compare", {"before": {"reference": "nothing-of-ours"}, "after": {"reference": ["x"]}}),
+    ("job_status", {"reference": _deep(50)}),
+    ("job_status", {}),
+    ("no_such_tool", {"url": "http://a.test/"}),
+]
+
+
+def test_bad_tool_arguments_are_tool_errors_never_a_broken_session(service: RunningService, client: httpx.Client,  # type: ignore[no-untyped-def]
+                                                                  make_org, site: Site) -> None:
+    """Wrong types, unknown fields, huge, deep and self-referencing arguments: each a tool error with the API's
+    code, nothing charged, and the session still answers a good call afterwards."""
+    org = make_org()
+
+    async def session() -> tuple[list[Any], Any]:
+        async with over_stdio(service, org.access_key) as mcp:
+            answers = [await mcp.call_tool(name, arguments) for name, arguments in BAD_ARGUMENTS]
+            good = await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL})
+            return answers, good
+
+    answers, good = run(session)
+    for (name, arguments), answer in zip(BAD_ARGUMENTS, answers, strict=True):
+        text = " ".join(part.text for part in answer.content if part.type == "text")
+        assert answer.is_error, (name, str(arguments)[:200], text[:300])
+        assert "internal_application_error" not in text, (name, text[:300])
+    assert not good.is_error and good.content[0].type == "image"
+    assert used(client, org) == 1

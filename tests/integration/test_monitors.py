@@ -177,6 +177,10 @@ def test_a_cron_schedule_runs_at_its_times_in_its_time_zone(client: httpx.Client
     assert shown["next_run"] == expected.strftime("%Y-%m-%dT%H:%M:%SZ")
     other = make_org()  # another organisation sees nothing of it
     assert client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": other.access_key}).status_code == 404
+    for answer in (client.get(f"/v1/monitors/{monitor['id']}/runs", params={"access_key": other.access_key}),
+                   client.patch(f"/v1/monitors/{monitor['id']}", json={"access_key": other.access_key, "paused": True}),
+                   client.delete(f"/v1/monitors/{monitor['id']}", params={"access_key": other.access_key})):
+        assert answer.status_code == 404 and "No monitor" in answer.json()["error_message"], answer.text
     assert client.get("/v1/monitors", params={"access_key": other.access_key}).json() == {"monitors": []}
     listed = client.get("/v1/monitors", params={"access_key": org.access_key}).json()["monitors"]
     assert [m["id"] for m in listed] == [monitor["id"]]

@@ -318,3 +318,42 @@ def test_the_key_is_never_stored_nor_logged(isolated: RunningService, isolated_h
     assert stored_files, "nothing stored: the json result should be"
     for path in stored_files:
         assert secret_key.encode() not in path.read_bytes(), path
+
+
+def test_secrets_of_the_newer_surfaces_are_never_stored_nor_logged(isolated: RunningService,  # type: ignore[no-untyped-def]
+                                                                   isolated_http: httpx.Client, make_org_in,
+                                                                   site: Site, log_path: Path) -> None:
+    """Compare sides, bulk entries, a monitor's request and an encrypted PDF carry the caller's credentials:
+    none of them rests in Redis (any value, RQ's compressed payloads included) or shows in a log line, while
+    each job waits or after it ran."""
+    org = make_org_in(isolated.redis_url)
+    page = {"url": site.url("/colours.html"), "viewport_width": 200, "viewport_height": 100}
+    secrets = {"cookies": "session=cmp-cookie-9d1e", "authorization": "Bearer cmp-token-4b7c",
+               "headers": "X-Api-Token: cmp-header-2a8f"}
+    compared = isolated_http.post("/v1/screenshot/compare", json={
+        "access_key": org.access_key, "before": {**page, **secrets}, "after": {**page, **secrets}}, timeout=120)
+    assert compared.status_code == 200, compared.text
+    merged = isolated_http.post("/v1/screenshot/bulk", json={
+        "access_key": org.access_key, "execute": True, "merge_pdf": True,
+        "options": {"format": "pdf", "headers": "X-Api-Token: bulk-header-6c3d"},
+        "requests": [{"html": "<p>one</p>"}, {"url": page["url"], "cookies": "s=bulk-cookie-1e5b"}]}, timeout=120)
+    assert merged.status_code == 200, merged.text
+    monitor = isolated_http.post("/v1/monitors", json={
+        "access_key": org.access_key, "request": {**page, "authorization": "Bearer mon-token-8f2a"},
+        "schedule": {"interval": 3600}, "paused": True})
+    assert monitor.status_code == 201, monitor.text
+    waiting = isolated_http.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "html": "<p>locked</p>", "format": "pdf", "pdf_user_password": "pdf-pass-3e9c",
+        "pdf_owner_password": "pdf-owner-7a1d", "delay": "2", "async": "true"})
+    assert waiting.status_code == 202, waiting.text
+    stored = everything_in(redis.Redis.from_url(isolated.redis_url))
+    status_url = f"/v1/screenshot/jobs/{waiting.json()['reference']}"
+    wait_for(lambda: isolated_http.get(status_url, params={"access_key": org.access_key}).json()["status"]
+             == "done", 30, "the async encrypted PDF")
+    stored += everything_in(redis.Redis.from_url(isolated.redis_url))
+    logged = log_path.read_bytes()
+    for secret in (b"cmp-cookie-9d1e", b"cmp-token-4b7c", b"cmp-header-2a8f", b"bulk-header-6c3d",
+                   b"bulk-cookie-1e5b", b"mon-token-8f2a", b"pdf-pass-3e9c", b"pdf-owner-7a1d"):
+        assert secret not in stored, secret
+        assert secret not in logged, secret
+    assert b"mon-token-8f2a" not in monitor.content and b"cmp-token-4b7c" not in compared.content
