@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit soak bench docs system venv rules corpus sdk clean
+.PHONY: run test lint unit soak bench docs lock system venv rules corpus sdk clean
 # npm installs, pinned by their package-lock.json, redone only when a lock changes:
 # the rules the service runs in pages (autoconsent), the consent libraries the tests put on pages and the
 # hosted API's official Node SDK the tests drive.
@@ -37,6 +37,13 @@ bench: system venv rules corpus
 docs: venv
 	$(BIN)/python -m render.contract.reference > docs/parameters.md
 	$(BIN)/python -m animate.reference > docs/animate.md
+
+# requirements.lock, resolved again for every Python the project supports from its lowest (3.11.0, so Debian 12's
+# 3.11.2 too) and every platform, today's pins kept where they still fit. After changing pyproject's dependencies.
+lock: venv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 -c requirements.lock \
+		--no-annotate --no-header -q -o requirements.lock.new
+	mv requirements.lock.new requirements.lock
 
 system:
 	@bash deploy/install-system-packages.sh

@@ -39,7 +39,8 @@ if [[ "$mode" == "--image" ]]; then
 else
   # Only the tests use these: an upstream proxy, PDF page rendering and checks, Redis Sentinel (the failover test) and
   # `ip` (the multi-host test's network namespaces).
-  PACKAGES+=(tinyproxy poppler-utils qpdf redis-sentinel iproute2)
+  # python3-venv: the lock is resolved under Debian's own Python too (tests/unit/test_lock.py).
+  PACKAGES+=(tinyproxy poppler-utils qpdf redis-sentinel iproute2 python3-venv)
 fi
 
 missing=()
