@@ -1,7 +1,8 @@
 """The deployment files agree with the code: settings they set exist and parse, commands and probe paths
 are real, the queue KEDA watches is the one workers serve, the image runs as the user Kubernetes expects.
 
-`make lint` runs hadolint on the Dockerfile and kubernetes-validate on deploy/k8s (schemas); this checks
+`make lint` runs hadolint on the Dockerfile and kubernetes-validate on deploy/k8s (schemas, and every kustomization
+rendered by kubectl); this checks
 what no schema knows. No Docker engine runs here, so the image itself is not built by the tests.
 """
 
@@ -36,8 +37,17 @@ def documents(path: Path) -> list[dict[str, Any]]:
     return [document for document in yaml.safe_load_all(path.read_text()) if document]
 
 
+K8S = DEPLOY / "k8s"
+OVERLAYS = sorted(path.parent for path in (K8S / "overlays").glob("*/kustomization.yaml"))
+
+
+def k8s_files() -> list[Path]:
+    """The base's manifests and the Secret's example beside them."""
+    return [*sorted((K8S / "base").glob("*.yaml")), K8S / "secret.example.yaml"]
+
+
 def k8s_objects() -> list[dict[str, Any]]:
-    return [document for path in sorted((DEPLOY / "k8s").glob("*.yaml")) for document in documents(path)]
+    return [document for path in k8s_files() for document in documents(path)]
 
 
 def k8s_object(kind: str, name: str) -> dict[str, Any]:
@@ -212,8 +222,32 @@ def test_compose_sentinel_override_runs_what_the_failover_test_ran(monkeypatch: 
 def test_kubernetes_manifests_validate_against_the_schemas() -> None:
     validate = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
     assert validate, "kubernetes-validate is a dev dependency"
-    files = [str(path) for path in sorted((DEPLOY / "k8s").glob("*.yaml"))]
+    files = [str(path) for path in k8s_files() if path.name != "kustomization.yaml"]
     result = subprocess.run([validate, "--strict", "--quiet", "--no-warn", *files], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("layout", [K8S / "base", *OVERLAYS], ids=lambda path: path.name)
+def test_every_kustomization_renders_and_its_objects_validate(layout: Path, tmp_path: Path) -> None:
+    """What `kubectl apply -k` reads: the base and every overlay rendered by kubectl's kustomize (the sentinel
+    overlay once lived inside its base's folder, a cycle kustomize refuses), and every rendered object valid
+    against the Kubernetes schemas."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (1.21 or later: kustomize v4+) renders the kustomizations; install it to run this check"
+    rendered = subprocess.run([kubectl, "kustomize", str(layout)], capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    objects = [document for document in yaml.safe_load_all(rendered.stdout) if document]
+    assert {"Namespace", "ConfigMap", "Deployment", "NetworkPolicy"} <= {o["kind"] for o in objects}
+    assert all(o["metadata"].get("namespace") == "screenshot-service" for o in objects if o["kind"] != "Namespace")
+    if layout.name == "sentinel":  # the base's single Redis gone, the three nodes in its place
+        assert not any(o["kind"] == "StatefulSet" and o["metadata"]["name"] == "redis" for o in objects)
+        assert any(o["kind"] == "StatefulSet" and o["metadata"]["name"] == "redis-node" for o in objects)
+    out = tmp_path / "rendered.yaml"
+    out.write_text(rendered.stdout)
+    validate = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
+    assert validate
+    result = subprocess.run([validate, "--strict", "--quiet", "--no-warn", str(out)], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -279,7 +313,7 @@ def test_every_third_party_image_is_pinned() -> None:
     images = re.findall(r"^FROM\s+(\S+)", dockerfile(), re.M)
     images += [service["image"] for service in compose()["services"].values() if "image" in service]
     images += [service["image"] for service in sentinel_override()["services"].values() if "image" in service]
-    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+    for path in [*k8s_files(), *(path for overlay in OVERLAYS for path in sorted(overlay.glob("*.yaml")))]:
         images += re.findall(r"^\s+image:\s+(\S+)", path.read_text(), re.M)
     third_party = [image for image in images if not image.startswith("screenshot-service:")]
     assert len(third_party) >= 5
@@ -352,18 +386,18 @@ def test_every_role_runs_on_a_read_only_root_file_system() -> None:
 
 
 def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch: pytest.MonkeyPatch) -> None:
-    """deploy/k8s/sentinel replaces the base's Redis with three pods (Redis + sentinel) set as the failover test
-    sets them, points every role and KEDA at the sentinels, and lets the Redis pods reach one another."""
+    """deploy/k8s/overlays/sentinel replaces the base's Redis with three pods (Redis + sentinel) set as the failover
+    test sets them, points every role and KEDA at the sentinels, and lets the Redis pods reach one another."""
     from tests.cluster.test_failover import redis_settings
 
-    overlay = DEPLOY / "k8s" / "sentinel"
+    overlay = K8S / "overlays" / "sentinel"
     validate = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
     assert validate
     result = subprocess.run([validate, "--strict", "--quiet", "--no-warn", str(overlay / "redis-sentinel.yaml"),
                              str(overlay / "network-policy.yaml")], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     kustomization = documents(overlay / "kustomization.yaml")[0]
-    assert "../" in kustomization["resources"]
+    assert "../../base" in kustomization["resources"]
     for patch in kustomization["patches"]:  # every patch names an object of the base or the overlay
         target = patch.get("target") or documents(overlay / patch["path"])[0]
         name = target.get("name") or target["metadata"]["name"]
@@ -380,7 +414,7 @@ def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch
               **documents(overlay / "config.yaml")[0]["data"]}
     config = {name: value for name, value in config.items() if value is not None}
     assert "SCREENSHOT_REDIS_URL" not in config, "the URL holds the password: it comes from the Secret"
-    secret_comment = (DEPLOY / "k8s" / "secret.example.yaml").read_text()
+    secret_comment = (K8S / "secret.example.yaml").read_text()
     url = re.search(r"SCREENSHOT_REDIS_URL: (\S+)", secret_comment)
     assert url and "REDIS_PASSWORD" in secret_comment
     assert_settings_load({**config, "SCREENSHOT_REDIS_URL": url.group(1)}, monkeypatch)
