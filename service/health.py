@@ -2,7 +2,8 @@
 
 One image runs every role, so the check first finds which role runs here, then asks the question that
 fits it: the API answers /healthz, a render worker touched its heartbeat file within the last
-HEARTBEAT_WITHIN_SECONDS (its browser loop is turning), the webhook deliverer reaches Redis.
+HEARTBEAT_WITHIN_SECONDS (its browser loop is turning and its Chromium can render; when it cannot, the reason it
+wrote says what to fix), `run` both, the webhook deliverer reaches Redis.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from render.queue.records import fresh_local_heartbeats
+from render.queue.records import fresh_local_heartbeats, local_unhealthy_reasons
 from render.queue.redis_client import RedisTarget
 from service.embedded import EmbeddedRedis
 from service.settings import Settings
@@ -48,12 +49,17 @@ def check(settings: Settings, role: str) -> str:
         url = f"http://127.0.0.1:{settings.service.port}/healthz"
         try:
             with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
-                return "" if response.status == 200 else f"{url} answered {response.status}"
+                if response.status != 200:
+                    return f"{url} answered {response.status}"
         except OSError as error:
             return f"{url}: {error}"
+        return "" if role == "api" else check(settings, "worker")  # `run`: its workers can render too
     if role == "worker":
         if fresh_local_heartbeats(HEARTBEAT_WITHIN_SECONDS):
             return ""
+        reasons = local_unhealthy_reasons(HEARTBEAT_WITHIN_SECONDS)
+        if reasons:
+            return f"render worker cannot render: {reasons[0]}"
         return f"no render worker heartbeat in the last {HEARTBEAT_WITHIN_SECONDS} s"
     if role == "webhooks":
         # Under `run` the deliverer's Redis is the private one in the data dir, not SCREENSHOT_REDIS_URL.

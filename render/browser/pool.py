@@ -205,6 +205,21 @@ class TabPool:
         if self._prepared is None and not self._closed:
             self._prepared = asyncio.ensure_future(self._new_tab())
 
+    async def probe(self) -> None:
+        """Raise unless a tab can be had now: Chromium launched, a page opened in a context of its own and a
+        script run in it. The tab stays the spare, prepared for the next job."""
+        if self._prepared is not None and self._prepared.done() and (
+                self._prepared.cancelled() or self._prepared.exception() is not None):
+            self._prepared = None  # a failed preparation: try again
+        self.prepare()
+        assert self._prepared is not None
+        try:
+            tab = await asyncio.wait_for(asyncio.shield(self._prepared), TAB_TIMEOUT_SECONDS)
+            await asyncio.wait_for(tab.run("() => 1 + 1"), TAB_TIMEOUT_SECONDS)
+        except BaseException:
+            await self._discard_prepared()
+            raise
+
     async def restart(self) -> None:
         """Close Chromium now; the next tab starts a new one."""
         await self._discard_prepared()

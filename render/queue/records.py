@@ -24,6 +24,23 @@ def local_heartbeat_file(pid: int | None = None) -> Path:
     return Path(tempfile.gettempdir()) / f"screenshot-service-worker-{pid or os.getpid()}.alive"
 
 
+def unhealthy_file(pid: int | None = None) -> Path:
+    """Written by a worker whose browser cannot render, with the reason (render.worker.health)."""
+    return local_heartbeat_file(pid).with_suffix(".unhealthy")
+
+
+def local_unhealthy_reasons(within_seconds: float) -> list[str]:
+    """Why workers on this machine cannot render, from their reason files written within `within_seconds`."""
+    now, reasons = time.time(), []
+    for path in Path(tempfile.gettempdir()).glob("screenshot-service-worker-*.unhealthy"):
+        try:
+            if now - path.stat().st_mtime <= within_seconds:
+                reasons.append(path.read_text())
+        except FileNotFoundError:
+            continue
+    return reasons
+
+
 def fresh_local_heartbeats(within_seconds: float) -> list[Path]:
     """Heartbeat files of workers on this machine that beat within the last `within_seconds`."""
     now = time.time()

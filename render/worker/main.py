@@ -30,6 +30,7 @@ M_ARENA_MAX = -8  # glibc's mallopt parameter
 TAKE_BLOCK_SECONDS = 30  # the longest blocking read of the lanes
 RECONNECT_SECONDS = 1.0
 SOCKET_MARGIN_SECONDS = 15  # beyond the longest blocking read, for a loaded Redis to answer
+UNHEALTHY_SLEEP_SECONDS = 0.5  # between looks at whether a probe of the browser is due (render.worker.health)
 
 
 def fewer_malloc_arenas() -> None:
@@ -65,6 +66,9 @@ class CaptureWorker:
                     while self._undone:
                         lanes.done(self.connection, self._undone[0])
                         self._undone.pop(0)
+                    if not self.runtime.can_render():  # no job for a worker whose browser cannot render
+                        time.sleep(UNHEALTHY_SLEEP_SECONDS)
+                        continue
                     taken = lanes.take(self.connection, self.name, self.lanes, None if burst else TAKE_BLOCK_SECONDS)
                     if not taken and burst:
                         return

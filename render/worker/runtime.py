@@ -37,16 +37,18 @@ from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.page.blocking import FilterLists
 from render.page.consent import consent_rule_set
-from render.queue.records import local_heartbeat_file
+from render.queue.records import local_heartbeat_file, unhealthy_file
 from render.settings import RenderSettings
 from render.worker.comparing import compare_run, run_compare_job
 from render.worker.finishing import Finisher
+from render.worker.health import BrowserHealth
 from render.worker.heartbeat import beat_forever
 from storage import Storage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Work = Callable[[Any, Tab, Environment, float], Awaitable[Output]]  # (options, tab, env, deadline) -> Output
+PROBE_TIMEOUT_SECONDS = 70  # launching Chromium and opening a tab (TabPool's 30 s each) and some slack
 
 
 def _overran(options: TakeOptions) -> CaptureTimeout:
@@ -76,11 +78,11 @@ class WorkerRuntime:
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
         self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
         self.kinds: dict[str, tuple[type[TakeOptions], Work]] = {"take": (TakeOptions, capture)}
+        self.health = BrowserHealth()  # whether Chromium runs here; the worker takes no job while it does not
 
     def start(self) -> None:
-        """Start the loop thread, begin warming Chromium, and heartbeat for /readyz."""
+        """Start the loop thread and heartbeat for /readyz; Chromium is started by the first `can_render`."""
         self._thread.start()
-        self.call_soon(self.tabs.prepare)
         rules = consent_rule_set(self.settings)
         if rules is None:
             log.error("autoconsent is not installed (SCREENSHOT_CONSENT_RULES_DIR, or deploy/npm/node_modules of "
@@ -90,7 +92,24 @@ class WorkerRuntime:
             log.info("block_cookie_banners: autoconsent %s", rules.version)
         if self.redis is not None:
             self._heartbeat_task = asyncio.run_coroutine_threadsafe(beat_forever(
-                self.redis, self.name, busy=lambda: self.busy, counts=self._counts), self.loop)
+                self.redis, self.name, busy=lambda: self.busy, counts=self._counts,
+                unhealthy=lambda: self.health.reason), self.loop)
+
+    def can_render(self) -> bool:
+        """Whether this worker can take a job: yes while its browser is healthy; otherwise a probe when one is
+        due (launch Chromium, open a tab, run a script), and no until one succeeds (render.worker.health)."""
+        if self.health.reason is None:
+            return True
+        if not self.health.probe_due():
+            return False
+        try:
+            asyncio.run_coroutine_threadsafe(self.tabs.probe(), self.loop).result(timeout=PROBE_TIMEOUT_SECONDS)
+        except Exception as error:
+            what = "Chromium could not start" if not self.tabs.chromium.alive() else "Chromium could not open a page"
+            self.health.failed(what, error)
+            return False
+        self.health.recovered()
+        return True
 
     def call_soon(self, func: Any, *args: Any) -> None:
         self.loop.call_soon_threadsafe(func, *args)
@@ -100,6 +119,7 @@ class WorkerRuntime:
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
             local_heartbeat_file().unlink(missing_ok=True)
+            unhealthy_file().unlink(missing_ok=True)
         future = asyncio.run_coroutine_threadsafe(self.tabs.close(), self.loop)
         try:
             future.result(timeout=15)
@@ -137,10 +157,15 @@ class WorkerRuntime:
         except BrowserGone:
             # Nothing of the job left the worker yet (uploads and deliveries come after the capture): it runs
             # once more, on the Chromium the pool starts in place of the dead one.
+            self.health.browser_died()
             if time.time() >= unix_deadline:
                 raise
             log.warning("chromium stopped under a job; running it again on a new one")
-            return self._run_once(options, unix_deadline, work, owner)
+            try:
+                return self._run_once(options, unix_deadline, work, owner)
+            except BrowserGone:
+                self.health.browser_died()
+                raise
 
     def _run_once(self, options: TakeOptions, unix_deadline: float,
                   work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
