@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -59,6 +60,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     from service.app import create_app
 
     settings = _part_settings("api")
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the handler it found: a
+    # clean stop is exit 0, not 143 (the orchestrator reads the code).
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
     uvicorn.run(create_app(settings), host=settings.service.host, port=settings.service.port,
                 log_level="warning", access_log=False, loop="uvloop", http="httptools",
                 timeout_graceful_shutdown=int(settings.service.result_wait_grace) + 90)

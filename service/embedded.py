@@ -206,10 +206,36 @@ def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
             child.wait(5)
 
 
+def unwritable(data_dir: Path) -> str | None:
+    """What stops this process writing under `data_dir` (its Redis, keys and results go there), said with the
+    fix; None when it can."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except PermissionError:
+        existing = next((path for path in (data_dir, *data_dir.parents) if path.exists()), data_dir)
+        try:
+            owner = f"{'' if existing == data_dir else f'{existing} is '}owned by uid {existing.stat().st_uid}"
+        except OSError:
+            owner = "not reachable"
+        return (f"SCREENSHOT_DATA_DIR {data_dir} is not writable by uid {os.getuid()} ({owner}). Give it to that "
+                f"user (`chown -R {os.getuid()}:{os.getgid()} <the host directory>` for a bind mount, or use a named "
+                "volume), or set SCREENSHOT_DATA_DIR to a directory it may write.")
+    except OSError as error:
+        return f"SCREENSHOT_DATA_DIR {data_dir} cannot be used: {error.strerror or error}."
+    return None
+
+
 def run(settings: Settings) -> int:
     """Start everything, print how to use it, and supervise until Ctrl-C or SIGTERM."""
     service = settings.service
     data_dir = service.data_dir.absolute()
+    problem = unwritable(data_dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     embedded = None
     redis_url = service.redis_url
     if not redis_url:

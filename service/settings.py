@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -18,10 +19,19 @@ from render.settings import RenderSettings
 from storage.settings import StorageSettings
 
 
-def default_workers() -> int:
-    """One render worker per core: with the headless shell a capture keeps about one core busy, and on two
-    cores two workers served 36% more captures a second than one, each faster (bench/README.md)."""
-    return max(1, os.cpu_count() or 1)
+def default_workers(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """One render worker per core this process may use: with the headless shell a capture keeps about one core
+    busy, and on two cores two workers served 36% more captures a second than one, each faster
+    (bench/README.md). The cores are those it may run on, and no more than its cgroup's CPU limit (a
+    container's `--cpus 1` on a bigger host is one worker, not one per host core)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 limit here
+    return max(1, cores)
 
 
 class ServiceSettings(BaseSettings):
@@ -52,7 +62,8 @@ class ServiceSettings(BaseSettings):
                                 "knows a job after its last change (its record in Redis, and the mark that its "
                                 "webhook was queued once).")
     workers: int = Field(default_factory=lambda: default_workers(), ge=1,
-                         description="Render worker processes started by `run` (default: one per core).")
+                         description="Render worker processes started by `run` (default: one per core it may "
+                         "use, within its cgroup's CPU limit).")
     access_key: str | None = Field(None, description="Ensure an organisation with this access key exists.")
     signing_key: str | None = Field(None, description="Signing key of that organisation.")
     require_signature: bool = Field(False, description="That organisation refuses unsigned requests.")
@@ -128,7 +139,12 @@ class ServiceSettings(BaseSettings):
 
     @property
     def base_url(self) -> str:
-        return (self.public_base_url or f"http://{self.host}:{self.port}").rstrip("/")
+        """Where clients reach the API: SCREENSHOT_PUBLIC_BASE_URL, else the listening address (loopback for a
+        server listening on every interface: 0.0.0.0 is no address to send a request to)."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(self.host, self.host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return (self.public_base_url or f"http://{host}:{self.port}").rstrip("/")
 
 
 @dataclass(frozen=True)

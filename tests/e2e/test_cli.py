@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 import pyvips
 
 from tests.e2e.instance import cli, cli_env, command_line, group_alive, processes_with, start_run
-from tests.servers import process_tree, wait_for
+from tests.servers import ROOT, free_port, process_tree, redis_server, wait_for
 from tests.site import Site
 
 pytestmark = pytest.mark.browser
@@ -236,3 +238,36 @@ def test_take_saves_what_the_page_told_beside_the_output(tmp_path: Path, site: S
     assert json.loads(result.stdout)["console"]["errors"] == 2
     refused = cli("take", site.url("/tall.html"), "-o", str(output), "--certify", env=cli_env(tmp_path), check=False)
     assert refused.returncode == 2 and "certify needs the service" in refused.stderr
+
+
+def test_the_api_stops_cleanly_on_sigterm_with_exit_code_0(tmp_path: Path) -> None:
+    """An orchestrator reads the exit code: a graceful stop is 0 (uvicorn raised SIGTERM again after its own
+    shutdown, so the API ended 143)."""
+    (tmp_path / "redis").mkdir()
+    with redis_server(tmp_path / "redis") as url:
+        port = free_port()
+        env = cli_env(tmp_path, SCREENSHOT_REDIS_URL=url, SCREENSHOT_PORT=str(port))
+        api = subprocess.Popen([sys.executable, "-m", "service.cli", "api"], env=env, cwd=ROOT)
+        try:
+            wait_for(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200, 60, "the API")
+        finally:
+            api.send_signal(signal.SIGTERM)
+            api.wait(60)
+    assert api.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="dropping capabilities needs root")
+def test_run_on_a_data_dir_it_cannot_write_says_how_to_fix_it(tmp_path: Path) -> None:
+    """A bind mount at /data owned by someone else, as an operator's first container run meets it: one line
+    saying what to do, no traceback. (Root without its capabilities is refused as any other user is.)"""
+    data_dir = tmp_path / "not-ours"
+    data_dir.mkdir()
+    os.chown(data_dir, 65534, 65534)
+    os.chmod(data_dir, 0o755)
+    env = cli_env(data_dir, SCREENSHOT_PORT="1")
+    done = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-all", sys.executable, "-m",
+                           "service.cli", "run"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"SCREENSHOT_DATA_DIR {data_dir} is not writable by uid 0 (owned by uid 65534)" in done.stderr
+    assert "chown" in done.stderr
