@@ -1,25 +1,25 @@
 # screenshot-service: one image for every role (api, worker, webhooks; `run` for a single container).
 #
 #   docker build -t screenshot-service .
-#   docker run --rm -p 8000:8000 --security-opt seccomp=deploy/seccomp-chromium.json screenshot-service run
+#   docker run --rm -p 8000:8000 --stop-timeout 320 --security-opt seccomp=deploy/seccomp-chromium.json \
+#       screenshot-service run
 #                                                            # everything in one container, embedded Redis
 #   docker compose -f deploy/docker-compose.yml up --scale worker=4
 #
 # Chromium runs as the non-root user below with its sandbox on. The sandbox needs user namespaces, which
 # Docker's default seccomp profile refuses: run workers with deploy/seccomp-chromium.json (README, Deploying).
 # Pinned to a dated Debian 12 image (12.12): a rebuild gets the same base until this line changes.
-FROM debian:bookworm-20251229-slim
+FROM debian:bookworm-20251229-slim AS build
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# System packages through the same script `make run` and `make test` use (Chromium, fonts for Latin,
-# emoji and CJK, ffmpeg, libvips, Redis, the ad lists; plus Python and tini for the image).
+# The build stage: Python's virtual environment and the consent rules, made with tools (python3-venv, npm and
+# Node.js, about 175 MB) that the final image does not carry.
 COPY deploy/install-system-packages.sh /tmp/install-system-packages.sh
-RUN bash /tmp/install-system-packages.sh --image && rm /tmp/install-system-packages.sh
+RUN bash /tmp/install-system-packages.sh --build
 
 # Python dependencies first (pinned by requirements.lock), so a code change does not reinstall them.
 WORKDIR /opt/screenshot-service
@@ -36,12 +36,32 @@ COPY service service
 COPY render render
 COPY animate animate
 COPY storage storage
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock . \
-    && /opt/venv/bin/screenshot-service --help > /dev/null
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock .
+
+
+FROM debian:bookworm-20251229-slim
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# System packages through the same script `make run` and `make test` use (Chromium, fonts for Latin,
+# emoji and CJK, ffmpeg, libvips, Redis, the ad lists; plus Python and tini for the image).
+COPY deploy/install-system-packages.sh /tmp/install-system-packages.sh
+RUN bash /tmp/install-system-packages.sh --image && rm /tmp/install-system-packages.sh
+
+# What the build stage made: the virtual environment (its Python is this image's /usr/bin/python3) and the rules.
+WORKDIR /opt/screenshot-service
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build /opt/screenshot-service/deploy/npm/node_modules deploy/npm/node_modules
+RUN /opt/venv/bin/screenshot-service --help > /dev/null
 
 # A non-root user: Chromium keeps its sandbox on (SCREENSHOT_CHROMIUM_SANDBOX=auto turns it off only as root).
-RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/screenshot screenshot \
-    && install -d -o screenshot -g screenshot /data
+# Its group is 10001 too, as the manifests' runAsGroup says (useradd --user-group would pick a system gid).
+RUN groupadd --system --gid 10001 screenshot \
+    && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/screenshot screenshot \
+    && install -d -o 10001 -g 10001 /data
 USER 10001:10001
 ENV PATH=/opt/venv/bin:$PATH \
     HOME=/home/screenshot \

@@ -4,13 +4,14 @@
 # Quick when everything is present: one dpkg-query, no apt-get.
 #
 #   deploy/install-system-packages.sh          what `make run` and `make test` need (the tests' tools too)
-#   deploy/install-system-packages.sh --image  what the container image needs (no test tools; Python, tini)
+#   deploy/install-system-packages.sh --image  what the container image runs with (no test tools, no npm)
+#   deploy/install-system-packages.sh --build  what the image's build stage needs besides (python3-venv, npm)
 set -euo pipefail
 
 mode=${1:-}
 case "$mode" in
-  ""|--image) ;;
-  *) echo "usage: $0 [--image]" >&2; exit 2 ;;
+  ""|--image|--build) ;;
+  *) echo "usage: $0 [--image|--build]" >&2; exit 2 ;;
 esac
 
 # What the service runs on, everywhere.
@@ -30,12 +31,16 @@ PACKAGES=(
 )
 # npm installs the pinned rule set of block_cookie_banners (deploy/npm). Debian's package, unless an npm
 # is already there (NodeSource's nodejs ships its own and conflicts with Debian's npm package).
-if ! command -v npm >/dev/null; then
+if [[ "$mode" != "--image" ]] && ! command -v npm >/dev/null; then
   PACKAGES+=(npm)
 fi
-if [[ "$mode" == "--image" ]]; then
+if [[ "$mode" == "--build" ]]; then
+  # The image's build stage: the virtual environment (every dependency is a wheel) and the consent rules
+  # (npm ci); nothing of it but its results reaches the final image.
+  PACKAGES=(python3 python3-venv ca-certificates npm)
+elif [[ "$mode" == "--image" ]]; then
   # The image brings its own Python (Debian bookworm's 3.11) and an init that reaps Chromium's zombies.
-  PACKAGES+=(python3 python3-venv tini)
+  PACKAGES+=(python3 tini)
 else
   # Only the tests use these: an upstream proxy, PDF page rendering and checks, Redis Sentinel (the failover test) and
   # `ip` (the multi-host test's network namespaces).
@@ -66,7 +71,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [[ "$mode" == "--image" ]]; then
+if [[ "$mode" == "--image" || "$mode" == "--build" ]]; then
   apt-get clean
   rm -rf /var/lib/apt/lists/*
 fi

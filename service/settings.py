@@ -25,12 +25,19 @@ def default_workers(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     (bench/README.md). The cores are those it may run on, and no more than its cgroup's CPU limit (a
     container's `--cpus 1` on a bigger host is one worker, not one per host core)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
-        if quota != "max":
+    limits = [("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us"),  # cgroup v2, then v1
+              ("cpu,cpuacct/cpu.cfs_quota_us", "cpu,cpuacct/cpu.cfs_period_us")]
+    for quota_file, period_file in limits:
+        try:
+            if period_file is None:
+                quota, period = (cgroup / quota_file).read_text().split()[:2]
+            else:
+                quota, period = (cgroup / quota_file).read_text().strip(), (cgroup / period_file).read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if quota not in ("max", "-1") and int(period) > 0:
             cores = min(cores, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass  # no cgroup v2 limit here
+        break
     return max(1, cores)
 
 

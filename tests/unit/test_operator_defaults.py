@@ -27,3 +27,13 @@ def test_the_base_url_is_an_address_a_client_can_use(host: str, url: str) -> Non
     assert ServiceSettings(host=host, port=8000).base_url == url
     assert ServiceSettings(host=host, port=8000, public_base_url="https://shots.example/").base_url == \
         "https://shots.example"
+
+
+@pytest.mark.parametrize(("quota", "expected"), [("100000", 1), ("250000", 3), ("-1", 8)])
+def test_workers_follow_a_cgroup_v1_cpu_limit_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quota: str,
+                                                 expected: int) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(quota + "\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert default_workers(tmp_path) == expected
