@@ -17,7 +17,11 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # The build stage: Python's virtual environment and the consent rules, made with tools (python3-venv, npm and
-# Node.js, about 175 MB) that the final image does not carry.
+# Node.js, about 175 MB) that the final image does not carry. Behind a TLS-inspecting proxy, pass its CA bundle
+# to pip and npm for this stage only: `--volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro
+# --build-arg PIP_CERT=/run/host-ca.crt --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca.crt` (tests/image does).
+ARG PIP_CERT
+ARG NODE_EXTRA_CA_CERTS
 COPY deploy/install-system-packages.sh /tmp/install-system-packages.sh
 RUN bash /tmp/install-system-packages.sh --build
 

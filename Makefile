@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit soak bench docs lock system venv rules corpus sdk clean
+.PHONY: run test image-test lint unit soak bench docs lock system venv rules corpus sdk clean
 # npm installs, pinned by their package-lock.json, redone only when a lock changes:
 # the rules the service runs in pages (autoconsent), the consent libraries the tests put on pages and the
 # hosted API's official Node SDK the tests drive.
@@ -18,6 +18,12 @@ run: system venv rules
 
 test: system venv rules corpus sdk lint
 	$(BIN)/pytest
+
+# The container image built with Debian's Podman and run as operators run it (tests/image): after `make test`,
+# in .ci/run. Its base is made with mmdebstrap when the registry of images cannot be reached.
+image-test: system venv
+	@bash deploy/install-system-packages.sh --image-test
+	SCREENSHOT_IMAGE_TEST=1 $(BIN)/pytest tests/image
 
 lint: venv
 	$(BIN)/ruff check service render animate storage tests bench

@@ -6,12 +6,13 @@
 #   deploy/install-system-packages.sh          what `make run` and `make test` need (the tests' tools too)
 #   deploy/install-system-packages.sh --image  what the container image runs with (no test tools, no npm)
 #   deploy/install-system-packages.sh --build  what the image's build stage needs besides (python3-venv, npm)
+#   deploy/install-system-packages.sh --image-test  what `make image-test` builds and runs the image with
 set -euo pipefail
 
 mode=${1:-}
 case "$mode" in
-  ""|--image|--build) ;;
-  *) echo "usage: $0 [--image|--build]" >&2; exit 2 ;;
+  ""|--image|--build|--image-test) ;;
+  *) echo "usage: $0 [--image|--build|--image-test]" >&2; exit 2 ;;
 esac
 
 # What the service runs on, everywhere.
@@ -34,7 +35,10 @@ PACKAGES=(
 if [[ "$mode" != "--image" ]] && ! command -v npm >/dev/null; then
   PACKAGES+=(npm)
 fi
-if [[ "$mode" == "--build" ]]; then
+if [[ "$mode" == "--image-test" ]]; then
+  # Podman (runc where crun cannot run: cgroups in hybrid mode) and mmdebstrap for the image's base.
+  PACKAGES=(podman runc uidmap mmdebstrap ca-certificates)
+elif [[ "$mode" == "--build" ]]; then
   # The image's build stage: the virtual environment (every dependency is a wheel) and the consent rules
   # (npm ci); nothing of it but its results reaches the final image.
   PACKAGES=(python3 python3-venv ca-certificates npm)

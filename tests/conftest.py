@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from tests.site import Site
 from tests.tls import authority
 
 __all__ = ["ROOT", "Org", "RunningService", "free_port"]
+# tests/image builds and runs the container image: `make image-test`, after `make test` (.ci/run runs both).
+collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
 
 @pytest.fixture(scope="module")
 def plain() -> Iterator[PlainBrowser]:
