@@ -140,7 +140,7 @@ def containers() -> Iterator[list[str]]:
             if name.startswith("volume:"):
                 podman("volume", "rm", "-f", name.removeprefix("volume:"), check=False, timeout=60)
             else:
-                podman("rm", "-f", "-t", "5", name, check=False, timeout=60)
+                podman("rm", "-f", "-v", "-t", "5", name, check=False, timeout=60)  # -v: its anonymous /data too
 
 
 def take(base: str, **params: object) -> httpx.Response:
