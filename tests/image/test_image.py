@@ -122,6 +122,12 @@ def test_the_final_image_carries_no_build_tools_and_runs_as_10001(image: str) ->
     assert lines[:2] == ["10001", "10001"], found.stdout
     assert "venv" in lines and "rules" in lines
     assert not [line for line in lines if line.endswith(("/node", "/npm", "/nodejs"))], found.stdout
+    # `run` starts as many workers as the container may use, not one per host core.
+    counted = podman("run", "--rm", "--network=none", "--cpus", "1", *LIMITS, "--entrypoint",
+                     "/opt/venv/bin/python", image, "-c",
+                     "import os; from service.settings import default_workers as d; print(d(), os.cpu_count())")
+    workers, host_cores = map(int, counted.stdout.split())
+    assert workers == 1, (workers, host_cores)
 
 
 def run_container(image: str, name: str, *args: str, env: dict[str, str], options: tuple[str, ...] = ()) -> None:
