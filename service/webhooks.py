@@ -35,6 +35,7 @@ from render.logs import trace_id_var
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.net.traffic import REFUSED_HEADER
+from render.queue import rq_jobs
 from render.queue.deliveries import Delivery
 from render.queue.keys import COUNTERS_KEY, MONITOR_QUEUE, URL_SECRET_KEY, WEBHOOK_QUEUE
 from render.queue.records import mark_job
@@ -257,6 +258,7 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
     connection = deliverer_connection(settings.service.redis())
     install(Courier(settings, connection))
     monitoring.install(monitoring.Firing(settings, connection))
+    rq_jobs.register(deliver=deliver, fire=monitoring.fire)  # what the queued jobs' names run here
     queues = [Queue(name, connection=connection, serializer=JSONSerializer) for name in (WEBHOOK_QUEUE, MONITOR_QUEUE)]
     for queue in queues:
         release_stale_scheduler_lock(connection, queue.name)

@@ -2,7 +2,7 @@
 
 Whoever finishes a job queues its delivery (the API for a synchronous capture with `webhook_url`, the worker
 for an async job, the API's sweeper for one whose worker died); `screenshot-service webhooks` posts it
-(`service.webhooks.deliver`), and RQ's scheduler brings failed attempts back on the job's schedule.
+(`render.queue.rq_jobs.deliver`), and RQ's scheduler brings failed attempts back on the job's schedule.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ LANE_KEY = f"queue:{QUEUE_NAME}:jobs"  # the common lane: a stream of capture jo
 LANE_GROUP = "workers"  # the consumer group of the workers on every lane
 WEBHOOK_QUEUE = "webhooks"  # RQ's queue of webhook deliveries
 # The RQ job function, by dotted path: whoever finishes a job enqueues it without importing the deliverer's code.
-DELIVER_FUNCTION = "service.webhooks.deliver"  # run by `screenshot-service webhooks`, the API's own process kind
+DELIVER_FUNCTION = "render.queue.rq_jobs.deliver"  # run by `screenshot-service webhooks` (render.queue.rq_jobs)
 
 
 def lane_key(region: str | None) -> str:
@@ -117,7 +117,7 @@ def usage_key(org_id: str, now: float) -> str:
 
 # --- monitors ------------------------------------------------------------------------------------
 MONITOR_QUEUE = "monitors"  # RQ's queue of monitor runs, scheduled (Queue.enqueue_at) and served by deliverers
-FIRE_FUNCTION = "service.monitoring.fire"  # the RQ job function of a due run
+FIRE_FUNCTION = "render.queue.rq_jobs.fire"  # the RQ job function of a due run (render.queue.rq_jobs)
 MONITORS_DUE_KEY = "monitors:due"  # monitor id -> its next run (UNIX seconds): the APIs' sweep finds stalled ones
 
 

@@ -40,7 +40,7 @@ return 0
 
 
 def settle_now(connection: redis.Redis, org_id: str, job_id: str, *, success: bool) -> bool:
-    """`service.quota.QuotaKeeper.settle` for synchronous callers: a worker finishing a job nobody waits for."""
+    """The API's settlement (QuotaKeeper.settle) for synchronous callers: a worker finishing a job nobody waits for."""
     now = time.time()
     charged = connection.register_script(SETTLE)(
         keys=[slots_key(org_id), usage_key(org_id, now)], args=[job_id, int(success), USAGE_KEEP_SECONDS])

@@ -3,6 +3,7 @@ pyproject.toml, no import circle, an API process that never loads the browser or
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,25 @@ def test_modules_stay_small() -> None:
     large = {str(path.relative_to(ROOT)): lines for package in PACKAGES for path in (ROOT / package).rglob("*.py")
              if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert large == {}, f"split these modules (over {MAX_MODULE_LINES} lines): {large}"
+
+
+def test_no_string_of_render_animate_or_storage_names_a_service_path() -> None:
+    """RQ stores a job function's dotted path in every queued job and import-linter cannot see strings: a
+    `service.` path written in render, animate or storage is a back edge that a rename breaks unseen."""
+    found = [f"{path.relative_to(ROOT)}:{number}" for package in ("render", "animate", "storage")
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"""["'`(]service\.[a-z_]+""", line)]
+    assert found == []
+
+
+def test_every_job_function_the_queue_writes_imports() -> None:
+    """The names every queued delivery and monitor run carries, and the old ones of jobs queued before them
+    (kept for one release), all import to a function."""
+    from rq.utils import import_attribute
+
+    from render.queue import keys
+
+    for name in (keys.DELIVER_FUNCTION, keys.FIRE_FUNCTION, "service.webhooks.deliver", "service.monitoring.fire"):
+        assert callable(import_attribute(name)), name
+    assert keys.DELIVER_FUNCTION.startswith("render.") and keys.FIRE_FUNCTION.startswith("render.")
