@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -92,8 +90,7 @@ async def body_caller(request: Request) -> tuple[Organisation, dict[str, Any], s
             raise SignatureRequired("This organisation accepts only signed requests: add ?signature= with the "
                                     "hex HMAC-SHA256 of the raw JSON body, keyed with your signing key.")
     else:
-        expected = hmac.new((org.signing_key or "").encode(), raw_body, hashlib.sha256).hexdigest()
-        if not org.signing_key or not hmac.compare_digest(signature.encode(), expected.encode()):
+        if not org.signing_key or not signatures.matches(signature, raw_body, org.signing_key):
             raise SignatureNotValid("The signature does not match the body: sign the raw JSON body with your "
                                     "signing key (hex HMAC-SHA256).")
     return org, body, params.access_key or ""

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from service.api_answers import refusal
+
 TIMEOUT_SECONDS = 30
 
 
@@ -85,10 +87,7 @@ def cmd_monitors(args: argparse.Namespace, base_url: str) -> int:
 
 def _answer(response: httpx.Response) -> dict[str, Any] | None:
     if response.status_code >= 400:
-        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
-        fields = ", ".join(detail["field"] for detail in body.get("error_details", []))
-        print(f"error: {body.get('error_message', response.text)}" + (f" ({fields})" if fields else ""),
-              file=sys.stderr)
+        print(f"error: {refusal(response)}", file=sys.stderr)
         return None
     return dict(response.json())
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from render.contract.errors import ServiceError, TemporaryUnavailable
+from render.contract.errors import ErrorDetail, ServiceError, TemporaryUnavailable
 
 __all__ = ["TemporaryUnavailable"]
+
+
+def within(error: ServiceError, label: str, field: str) -> ServiceError:
+    """`error` of a part of a request (a bulk entry, a compare side, a monitor's request): its message after
+    `label` (`requests[2]: ...`, `before: ...`) and its fields under `field` (`requests.2.format`), or `field`
+    itself when it names none."""
+    error.message = f"{label}: {error.message}"
+    error.args = (error.message,)
+    error.details = [ErrorDetail(f"{field}.{detail.field}", detail.message)
+                     for detail in error.details] or [ErrorDetail(field, error.code)]
+    return error
 
 
 class AccessKeyRequired(ServiceError):

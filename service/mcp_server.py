@@ -26,6 +26,7 @@ from mcp.server.stdio import stdio_server
 
 from render.settings import SERVICE_VERSION
 from service import openapi
+from service.api_answers import refusal
 
 INLINE_IMAGE_BYTES = 5 * 1024 * 1024  # larger images come back as a link
 INLINE_TEXT_CHARS = 200_000  # longer Markdown or HTML comes back as a link
@@ -93,15 +94,6 @@ class Caller:
             response = await http.get(url)
         response.raise_for_status()
         return response.content
-
-
-def refusal(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return f"HTTP {response.status_code}: {response.text[:300]}"
-    fields = ", ".join(detail.get("field", "") for detail in body.get("error_details", []))
-    return f"{body.get('error_code')}: {body.get('error_message')}" + (f" (fields: {fields})" if fields else "")
 
 
 async def shown(caller: Caller, answer: dict[str, Any], media_type: str) -> list[types.ContentBlock]:

@@ -40,15 +40,14 @@ from render.queue.keys import (
     lane_key,
     monitor_fired_key,
     monitor_key,
-    slots_key,
-    usage_key,
 )
-from render.queue.ledger import RESERVE, settle_now
+from render.queue.ledger import settle_now
 from render.queue.records import job_record_ttl
 from render.queue.redis_client import text
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable
 from service.metadata import iso_time
 from service.organisations import organisation_by_id
+from service.quota import reserve_now, slot_hold
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,6 @@ STALLED_SECONDS = 20  # a run this overdue whose job does not wait to fire any m
 FIRING_SECONDS = 30  # a claim this old whose run has no job record: its firer died before offering it
 RETRY_SECONDS = 10  # a run that finds no free slot or a full lane tries again this much later...
 RETRIES = 30  # ...this many times (five minutes), then fails
-ASYNC_QUEUE_ALLOWANCE_SECONDS = 600  # a run's slot is held this long past its timeout while it waits in its lane
 
 
 def sealed_for(monitor_id: str) -> str:
@@ -210,14 +208,7 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
         monitor.spec.request, monitor.sealed, settings.render.job_secret, sealed_for(monitor.id)))
     job = _job(settings, monitor, due, reference, options)
     now = time.time()
-    hold = job.timeout + settings.service.result_wait_grace + ASYNC_QUEUE_ALLOWANCE_SECONDS
-    reserved = connection.register_script(RESERVE)(
-        keys=[slots_key(org.id), usage_key(org.id, now)],
-        args=[now, now + hold, reference, org.concurrency, org.quota])
-    if reserved == -1:
-        raise ConcurrencyLimitReached(f"All {org.concurrency} concurrent requests of the organisation were in use.")
-    if reserved == -2:
-        raise ScreenshotsLimitReached(f"The monthly quota of {org.quota} screenshots is used up.")
+    reserve_now(connection, org, reference, slot_hold(job.timeout, settings.service.result_wait_grace, queued=True))
     record = {"organisation": org.id, "status": "queued", "created": str(now), "monitor": monitor.id,
               "payload": orjson.dumps(job.to_json()).decode()}
     region = options.servers_region or None

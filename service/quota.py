@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import redis
 import redis.asyncio as aioredis
 
 from render.queue.keys import slots_key, usage_key
@@ -40,6 +41,37 @@ class Usage:
         }
 
 
+SLOT_MARGIN_SECONDS = 5  # a slot outlives its job's timeout and the API's wait by this much
+# An async job may wait in its lane: its slot is held that much longer before it can expire.
+ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
+
+
+def slot_hold(timeout: float, grace: float, *, queued: bool = False) -> float:
+    """How long a job's concurrency slot is held at most (it is freed at once when the job settles): its timeout,
+    the API's result wait grace, and a margin, or the allowance for an async job's time in its lane."""
+    return timeout + grace + (ASYNC_QUEUE_ALLOWANCE_SECONDS if queued else SLOT_MARGIN_SECONDS)
+
+
+def refusal(org: Organisation, outcome: int) -> None:
+    """The ledger's RESERVE answer as the limit error it means (nothing when it reserved)."""
+    if outcome == -1:
+        raise ConcurrencyLimitReached(
+            f"All {org.concurrency} concurrent requests of this organisation are in use; retry when "
+            "one finishes (GET /v1/screenshot/usage shows when), or ask for a higher limit.")
+    if outcome == -2:
+        raise ScreenshotsLimitReached(
+            f"The monthly quota of {org.quota} screenshots is used up; it resets at the start of the "
+            "next month (UTC).")
+
+
+def reserve_now(connection: redis.Redis, org: Organisation, job_id: str, hold_seconds: float) -> None:
+    """`QuotaKeeper.reserve` for synchronous callers (the deliverer starting a monitor's run)."""
+    now = time.time()
+    refusal(org, connection.register_script(RESERVE)(
+        keys=[slots_key(org.id), usage_key(org.id, now)],
+        args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
+
+
 class QuotaKeeper:
     """Reserve before enqueueing, settle when the outcome is final."""
 
@@ -51,17 +83,9 @@ class QuotaKeeper:
     async def reserve(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
         """Take a concurrency slot for `job_id`, or raise the limit error."""
         now = time.time()
-        outcome = await self._reserve(
+        refusal(org, await self._reserve(
             keys=[slots_key(org.id), usage_key(org.id, now)],
-            args=[now, now + hold_seconds, job_id, org.concurrency, org.quota])
-        if outcome == -1:
-            raise ConcurrencyLimitReached(
-                f"All {org.concurrency} concurrent requests of this organisation are in use; retry when "
-                "one finishes (GET /v1/screenshot/usage shows when), or ask for a higher limit.")
-        if outcome == -2:
-            raise ScreenshotsLimitReached(
-                f"The monthly quota of {org.quota} screenshots is used up; it resets at the start of the "
-                "next month (UTC).")
+            args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
 
     async def settle(self, org: Organisation, job_id: str, *, success: bool) -> bool:
         """Free the slot; charge one screenshot when successful. True when charged."""

@@ -35,9 +35,16 @@ def query_without_signature(raw_query: str) -> str:
     return "&".join(parts)
 
 
-def sign(message: str, signing_key: str) -> str:
-    """Lowercase hex HMAC-SHA256 of `message`."""
-    return hmac.new(signing_key.encode(), message.encode(), hashlib.sha256).hexdigest()
+def sign(message: str | bytes, signing_key: str) -> str:
+    """Lowercase hex HMAC-SHA256 of `message` keyed with `signing_key`: the one signature of the service (signed
+    requests and bodies, lazy bulk links, webhook bodies)."""
+    data = message.encode() if isinstance(message, str) else message
+    return hmac.new(signing_key.encode(), data, hashlib.sha256).hexdigest()
+
+
+def matches(signature: str, message: str | bytes, signing_key: str) -> bool:
+    """Constant-time: whether `signature` is `message`'s."""
+    return hmac.compare_digest(signature.strip().lower().encode(), sign(message, signing_key).encode())
 
 
 def sign_params(pairs: Iterable[tuple[str, str]], signing_key: str) -> str:

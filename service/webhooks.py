@@ -10,8 +10,6 @@ service's own network, even when its name is rebound after the API checked it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
 import os
 import socket
@@ -40,7 +38,7 @@ from render.queue.deliveries import Delivery
 from render.queue.keys import COUNTERS_KEY, MONITOR_QUEUE, URL_SECRET_KEY, WEBHOOK_QUEUE
 from render.queue.records import mark_job
 from render.queue.redis_client import RedisTarget, text
-from service import monitoring
+from service import monitoring, signatures
 from service.organisations import signing_key_of
 from service.results import Links, Presented, present_error, present_monitor_run, present_success, with_hosted_names
 from service.settings import Settings
@@ -54,7 +52,7 @@ DELIVERER_RESTART_SECONDS = 1.0  # before serving again after RQ's worker quit o
 
 def signature(body: bytes, signing_key: str) -> str:
     """X-Service-Signature: hex HMAC-SHA256 of the raw body."""
-    return hmac.new(signing_key.encode(), body, hashlib.sha256).hexdigest()
+    return signatures.sign(body, signing_key)
 
 
 class DeliveryFailed(Exception):

@@ -13,6 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from render.contract.errors import ErrorDetail, RequestNotValid
+from render.contract.formats import FORMATS
+
 COMPARE_KIND = "compare"
 DEFAULT_THRESHOLD = 24  # a channel differing by more counts as changed (render.output.compare.THRESHOLD)
 ThresholdValue = Annotated[int, Field(ge=0, le=255, description=(
@@ -72,3 +75,10 @@ class Change:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Change:
         return cls(**data)
+
+
+def check_comparable(options: Any, side: str) -> None:
+    """Only images are compared (a compare's side, a monitor's request): `request_not_valid` naming `side.format`."""
+    if FORMATS[options.format].kind != "image":
+        raise RequestNotValid(f"{side}: format must be an image format to be compared (png, jpeg, webp, ...).",
+                              [ErrorDetail(f"{side}.format", "must be an image format")])

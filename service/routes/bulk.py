@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
-import hmac
 import io
 import time
 from collections.abc import Awaitable
@@ -28,10 +26,12 @@ from render.contract import request_params, sealing
 from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.contract.options import TakeOptions, parse_take_options
 from render.contract.wire import JobRequest, JobResult
-from service import openapi
+from service import openapi, signatures
 from service.auth import body_caller
 from service.context import AppContext
+from service.errors import within
 from service.organisations import Organisation
+from service.quota import slot_hold
 from service.results import Presented, present_error, present_success
 from service.routes.capture import job_options, new_reference, run_capture
 
@@ -64,8 +64,7 @@ def lazy_url(base_url: str, params: dict[str, Any], org: Organisation, access_ke
             pairs.append((name, _query_value(item)))
     query = urlencode(pairs)
     if org.signing_key:
-        signature = hmac.new(org.signing_key.encode(), query.encode(), hashlib.sha256).hexdigest()
-        query += f"&signature={signature}"
+        query += f"&signature={signatures.sign(query, org.signing_key)}"
     return f"{base_url}/v1/screenshot/take?{query}"
 
 
@@ -169,11 +168,7 @@ async def bulk(request: Request) -> Response:
 
 def in_entry(error: ServiceError, index: int) -> ServiceError:
     """`error` of entry `index`, its message and fields naming the entry (`requests.2.format`)."""
-    error.message = f"requests[{index}]: {error.message}"
-    error.args = (error.message,)
-    error.details = [ErrorDetail(f"requests.{index}.{detail.field}", detail.message)
-                     for detail in error.details] or [ErrorDetail(f"requests.{index}", error.code)]
-    return error
+    return within(error, f"requests[{index}]", f"requests.{index}")
 
 
 def first_error(entries: list[tuple[TakeOptions | None, ServiceError | None]], *, pdf: bool = False) -> None:
@@ -251,7 +246,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
     reserved: list[str] = []
     try:
         for reference in references:
-            await context.quota.reserve(org, reference, timeout + grace + 5)
+            await context.quota.reserve(org, reference, slot_hold(timeout, grace))
             reserved.append(reference)
     except ServiceError:
         for reference in reserved:

@@ -29,6 +29,7 @@ from service.context import AppContext
 from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import list_fields
+from service.quota import slot_hold
 from service.results import Presented, present_success
 from storage import StorageError
 
@@ -36,9 +37,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
 ANIMATE_ARRAYS = list_fields(AnimateOptions)
-SLOT_MARGIN_SECONDS = 5
-# An async job may wait in the queue: its slot is held that much longer before it can expire.
-ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
 
 def new_reference() -> str:
     """A job id: sortable by time, unguessable."""
@@ -127,7 +125,7 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
                       trace_id: str) -> None:
     """Reserve a slot and queue the job; the worker finishes it (quota, record, webhook)."""
     grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, options.timeout + grace + ASYNC_QUEUE_ALLOWANCE_SECONDS)
+    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace, queued=True))
     try:
         job = JobRequest(
             reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
@@ -223,7 +221,7 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
     """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
     raise the job's error if it failed."""
     grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, options.timeout + grace + SLOT_MARGIN_SECONDS)
+    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace))
     success = settled = False
     try:
         job = JobRequest(

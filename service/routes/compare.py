@@ -14,9 +14,8 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from render.contract.comparing import COMPARE_KIND, Change, CompareJob, CompareRequest
+from render.contract.comparing import COMPARE_KIND, Change, CompareJob, CompareRequest, check_comparable
 from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
-from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from render.contract.validation import validate_all
 from render.contract.wire import JobRequest, JobResult
@@ -24,6 +23,7 @@ from render.net.policy import check_url
 from service import openapi
 from service.auth import body_caller
 from service.context import AppContext
+from service.errors import within
 from service.metadata import iso_time
 from service.organisations import Organisation
 from service.routes.bulk import entry_options
@@ -35,11 +35,8 @@ SIDES = ("before", "after")
 
 
 def in_side(error: ServiceError, side: str) -> ServiceError:
-    """`error` of one side's parameters, its message and fields naming the side (`before.format`)."""
-    error.message = f"{side}: {error.message}"
-    error.args = (error.message,)
-    error.details = [ErrorDetail(f"{side}.{detail.field}", detail.message) for detail in error.details]
-    return error
+    """`error` of one side (or of a monitor's request), its message and fields naming it (`before.format`)."""
+    return within(error, side, side)
 
 
 def side_options(side: str, params: dict[str, Any]) -> TakeOptions | str:
@@ -55,9 +52,7 @@ def side_options(side: str, params: dict[str, Any]) -> TakeOptions | str:
                                 "in a compare; it answers itself")
     except ServiceError as error:
         raise in_side(error, side) from None
-    if FORMATS[options.format].kind != "image":
-        raise RequestNotValid(f"{side}: format must be an image format to be compared (png, jpeg, webp, ...).",
-                              [ErrorDetail(f"{side}.format", "must be an image format")])
+    check_comparable(options, side)
     return options
 
 

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from render.contract import sealing
+from render.contract.comparing import check_comparable
 from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, ServiceError
-from render.contract.formats import FORMATS
 from render.contract.monitoring import KEEP_RUNS_MAX, MonitorSpec, next_due
 from render.contract.validation import validate_all
 from render.net.policy import check_url
@@ -62,9 +62,7 @@ async def checked(context: AppContext, body: dict[str, Any], stored: monitors.Mo
             options = entry_options(spec.request, "in a monitor; its runs are async and it has its own webhook_url")
         except ServiceError as error:
             raise in_side(error, "request") from None
-        if FORMATS[options.format].kind != "image":
-            raise RequestNotValid("request: format must be an image format to be compared (png, jpeg, webp, ...).",
-                                  [ErrorDetail("request.format", "must be an image format")])
+        check_comparable(options, "request")
         if options.url is not None:  # its page under the policy now, not only at each run
             try:
                 await check_url("url", options.url, context.policy)
