@@ -34,8 +34,17 @@ from render.queue import lanes
 from render.queue.keys import LANE_KEY, WORKERS_SEEN_KEY, alive_key, result_key
 from render.queue.records import ALIVE_TTL_SECONDS, record_job
 from service.organisations import OrganisationStore
-from tests.servers import free_port, process_tree, redis_server, running_service, service_env, start, stop, wait_for  # noqa: E501
-from tests.site import Site
+from tests.support.servers import (  # noqa: E501
+    free_port,
+    process_tree,
+    redis_server,
+    running_service,
+    service_env,
+    start,
+    stop,
+    wait_for,
+)
+from tests.support.site import Site
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,8 +26,8 @@ from bench.run import SCENARIOS, SITE_ADDRESS, Service, serve_bench_pages
 from render.browser.chromium import PAGE_SIZE
 from render.settings import RenderSettings
 from service.settings import default_workers
-from tests.servers import process_tree, resident_pages
-from tests.site import Site
+from tests.support.servers import process_tree, resident_pages
+from tests.support.site import Site
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 2**20

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from bench.run import SIMPLE, SITE_ADDRESS, Service, serve_bench_pages
 from render.settings import RenderSettings
-from tests.servers import process_tree
-from tests.site import Site
+from tests.support.servers import process_tree
+from tests.support.site import Site
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -43,14 +43,14 @@ from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_bina
 from render.settings import RenderSettings
 from service.organisations import OrganisationStore
 from service.settings import default_workers
-from tests.servers import (
+from tests.support.servers import (
     memory_kib,
     process_tree,
     redis_server,
     resident_pages,
     running_service,
 )
-from tests.site import ROUTES, Site, _html
+from tests.support.site import ROUTES, Site, _html
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 """Fixtures that start real servers on free ports and always stop them.
 
 - `redis_url`: a redis-server of the session's own.
-- `site`: the local test site (tests/site.py); `tls_site`: the same over HTTPS (tests/tls.py).
+- `site`: the local test site (tests/support/site.py); `tls_site`: the same over HTTPS (tests/support/tls.py).
 - `service`: the API and the default number of render workers as real processes, as `run` starts them.
 - `org`: a fresh organisation (keys, quota, concurrency) for one test.
 """
@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 
 from service.organisations import OrganisationStore
 from service.settings import default_workers
-from tests.plain import PlainBrowser
-from tests.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
-from tests.site import Site
-from tests.tls import authority
+from tests.support.plain import PlainBrowser
+from tests.support.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
+from tests.support.site import Site
+from tests.support.tls import authority
 
 __all__ = ["ROOT", "Org", "RunningService", "free_port"]
 # tests/image builds and runs the container image: `make image-test`, after `make test` (.ci/run runs both).
@@ -30,7 +30,7 @@ collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
 
 @pytest.fixture(scope="module")
 def plain() -> Iterator[PlainBrowser]:
-    """A plain Playwright script's browser on the same Chromium (tests/plain.py), the reference of the
+    """A plain Playwright script's browser on the same Chromium (tests/support/plain.py), the reference of the
     fidelity checks; one per module, closed after it."""
     browser = PlainBrowser()
     yield browser

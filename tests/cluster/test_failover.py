@@ -29,10 +29,10 @@ import redis
 from render.queue.redis_client import RedisTarget, aclose, close
 from service.organisations import OrganisationStore
 from tests.conftest import Org
-from tests.images import decode
-from tests.receivers import Received, Receiver
-from tests.servers import RunningService, free_port, running_service, wait_for
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.receivers import Received, Receiver
+from tests.support.servers import RunningService, free_port, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -34,11 +34,11 @@ from render.queue.keys import job_key
 from render.queue.redis_client import RedisTarget, close
 from tests.cluster.network import Host, Network, available, inside, network
 from tests.conftest import Org, create_org
-from tests.images import decode, near, rgb_at
-from tests.receivers import Receiver
-from tests.servers import S3_ENV, S3Server, service_env, wait_for
-from tests.site import Site
-from tests.tls import Authority
+from tests.support.images import decode, near, rgb_at
+from tests.support.receivers import Receiver
+from tests.support.servers import S3_ENV, S3Server, service_env, wait_for
+from tests.support.site import Site
+from tests.support.tls import Authority
 
 pytestmark = pytest.mark.browser
 

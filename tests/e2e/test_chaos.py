@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from tests.e2e.instance import command_line, group_alive, processes_with, start_run
-from tests.images import decode
-from tests.receivers import Received, Receiver
-from tests.servers import process_tree, wait_for
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.receivers import Received, Receiver
+from tests.support.servers import process_tree, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -20,8 +20,8 @@ import pytest
 import pyvips
 
 from tests.e2e.instance import cli, cli_env, command_line, group_alive, processes_with, start_run
-from tests.servers import ROOT, free_port, process_tree, redis_server, wait_for
-from tests.site import Site
+from tests.support.servers import ROOT, free_port, process_tree, redis_server, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -25,9 +25,9 @@ import httpx
 import pytest
 import pyvips
 
-from tests.receivers import Receiver
-from tests.servers import ROOT, free_port, wait_for
-from tests.site import Site
+from tests.support.receivers import Receiver
+from tests.support.servers import ROOT, free_port, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.timeout(2400)
 IMAGE = "localhost/screenshot-service:image-test"

@@ -11,8 +11,8 @@ import pytest
 from animate.options import parse_animate_options
 from animate.timeline import plan
 from tests.conftest import Org
-from tests.site import Site
-from tests.videos import frames, probe, rgb, ssim
+from tests.support.site import Site
+from tests.support.videos import frames, probe, rgb, ssim
 
 pytestmark = pytest.mark.browser
 PAGE_HEIGHT = 4000

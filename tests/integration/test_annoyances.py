@@ -1,5 +1,5 @@
 """block_chats and block_socials against imitations of 17 chat widgets and 10 social widgets
-(tests/annoyance_pages.py), and
+(tests/support/pages/annoyances.py), and
 block_banners_by_heuristics against banners no rule knows (real consent libraries: test_consent.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.annoyance_pages import (
+from tests.conftest import Org
+from tests.support.images import decode, rgb_at
+from tests.support.pages.annoyances import (
     GREEN,
     HEURISTICS_POINTS,
     KINDS,
@@ -20,9 +22,7 @@ from tests.annoyance_pages import (
     cell,
     requested,
 )
-from tests.conftest import Org
-from tests.images import decode, rgb_at
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 OPTION = {"chats": "block_chats", "socials": "block_socials"}

@@ -18,10 +18,10 @@ import pytest
 
 from service.settings import default_workers
 from tests.conftest import Org, create_org
-from tests.images import decode, near, rgb_at
-from tests.receivers import Received, Receiver
-from tests.servers import RunningService, running_service
-from tests.site import Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.receivers import Received, Receiver
+from tests.support.servers import RunningService, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 # RQ's scheduler keeps due times in whole seconds: an interval of N s waits between N - 1 and N + 1 s.

@@ -12,7 +12,7 @@ import pytest
 
 from service.signatures import canonical_message
 from tests.conftest import Org
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.control_pages import GREEN, RED
-from tests.images import decode, rgb_at
-from tests.site import Site
+from tests.support.images import decode, rgb_at
+from tests.support.pages.controls import GREEN, RED
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 PATHS = ("/banner.png", "/matomo.js", "/style.css", "/logo.png")

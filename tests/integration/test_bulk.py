@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.images import decode, near, rgb_at
-from tests.site import Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -15,9 +15,9 @@ import redis
 from render.contract.options import parse_take_options
 from service.cache import cache_key
 from tests.conftest import Org, RunningService
-from tests.images import decode, near, rgb_at
-from tests.site import Site
-from tests.watch_pages import IMAGE_BOX, LivePage
+from tests.support.images import decode, near, rgb_at
+from tests.support.pages.watch import IMAGE_BOX, LivePage
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

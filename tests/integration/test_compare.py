@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.fidelity_pages import REAL_PAGES_DIR
-from tests.images import decode, rgb_at
-from tests.site import Site
-from tests.watch_pages import BANNER_HEIGHT, IMAGE_BOX, PRICE_BOX
+from tests.support.images import decode, rgb_at
+from tests.support.pages.fidelity import REAL_PAGES_DIR
+from tests.support.pages.watch import BANNER_HEIGHT, IMAGE_BOX, PRICE_BOX
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 VIEW = {"viewport_width": 640, "viewport_height": 720, "device_scale_factor": 1}

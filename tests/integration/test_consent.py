@@ -1,4 +1,4 @@
-"""block_cookie_banners on real consent libraries from the npm registry (tests/consent_pages.py).
+"""block_cookie_banners on real consent libraries from the npm registry (tests/support/pages/consent.py).
 
 Each library, set up as its README shows, in bar and modal styles: its banner shows without the option;
 with it the page captures exactly as the same page without the library (full page, so at its natural
@@ -19,11 +19,11 @@ import pytest
 import pyvips
 
 from tests.conftest import Org, create_org
-from tests.consent_pages import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES, ConsentPage
-from tests.images import decode
-from tests.plain import differing_pixels
-from tests.servers import RunningService, running_service
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.pages.consent import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES, ConsentPage
+from tests.support.plain import differing_pixels
+from tests.support.servers import RunningService, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 VIEWPORT = {"viewport_width": 1280, "viewport_height": 800}

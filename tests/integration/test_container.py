@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.images import decode
-from tests.servers import ROOT, RunningService
+from tests.support.images import decode
+from tests.support.servers import ROOT, RunningService
 
 pytestmark = pytest.mark.browser
 PROFILE = json.loads((ROOT / "deploy" / "seccomp-chromium.json").read_text())

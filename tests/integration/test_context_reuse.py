@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.servers import RunningService, metric, redis_server, running_service, wait_for
-from tests.site import Site
+from tests.support.servers import RunningService, metric, redis_server, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 REUSED = "screenshot_browser_contexts_reused_total"

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.control_pages import BLUE, CYAN, GREEN, GREY, MAGENTA, RED, WHITE, YELLOW, band_colour
-from tests.images import decode, near, rgb_at
-from tests.site import Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.pages.controls import BLUE, CYAN, GREEN, GREY, MAGENTA, RED, WHITE, YELLOW, band_colour
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.control_pages import BLUE, RED
-from tests.images import decode, rgb_at
-from tests.site import Site
+from tests.support.images import decode, rgb_at
+from tests.support.pages.controls import BLUE, RED
+from tests.support.site import Site
 from tests.unit.test_effects import detail
 
 pytestmark = pytest.mark.browser

@@ -29,11 +29,11 @@ from render.contract.timings import STAGES
 from render.page.har import HarRecorder
 from render.queue.certify_key import NoCertifyKey, certify_key
 from render.settings import RenderSettings
-from tests import fidelity_pages as pages
 from tests.conftest import ROOT, Org
-from tests.images import decode, near, rgb_at
-from tests.plain import PlainBrowser
-from tests.site import CONSOLE_PAGE, Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.pages import fidelity as pages
+from tests.support.plain import PlainBrowser
+from tests.support.site import CONSOLE_PAGE, Site
 
 pytestmark = pytest.mark.browser
 GREEN, RED = (0, 255, 0), (255, 0, 0)

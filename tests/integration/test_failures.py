@@ -10,7 +10,7 @@ import pytest
 
 from service import error_reference
 from tests.conftest import Org
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from tests.conftest import Org
-from tests.servers import RunningService, free_port, metric, process_tree, running_service, wait_for
-from tests.site import Site
+from tests.support.servers import RunningService, free_port, metric, process_tree, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 WORKERS = 2
@@ -110,7 +110,7 @@ def test_several_apis_and_workers_serve_a_mixed_load_and_count_usage_once(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.images import decode
+    from tests.support.images import decode
 
     colours = site.url("/colours.html")
     requests: list[tuple[dict[str, str], str]] = (
@@ -318,7 +318,7 @@ def test_the_api_stopped_with_requests_in_flight_answers_them_then_exits(
 
 def test_an_async_job_whose_worker_is_killed_runs_again_once_then_fails_uncharged_and_tells_its_webhook(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
-    from tests.receivers import Receiver
+    from tests.support.receivers import Receiver
 
     with Receiver() as receiver, httpx.Client(base_url=isolated.url) as http:
         def submit(ms: int) -> str:

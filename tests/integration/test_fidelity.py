@@ -1,5 +1,5 @@
 """Fidelity (issue 19): the service's pictures against a plain Playwright script on the same Chromium
-(tests/plain.py), on saved real pages and on a tall page whose rows encode their own y."""
+(tests/support/plain.py), on saved real pages and on a tall page whose rows encode their own y."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 import pyvips
 
 from render.contract.devices import DEVICES
-from tests import fidelity_pages as pages
 from tests.conftest import Org
-from tests.images import decode, rgb_at
-from tests.plain import PlainBrowser, differing_pixels
-from tests.site import Site
+from tests.support.images import decode, rgb_at
+from tests.support.pages import fidelity as pages
+from tests.support.plain import PlainBrowser, differing_pixels
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

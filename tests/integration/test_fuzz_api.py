@@ -26,8 +26,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.servers import RunningService, redis_server, running_service
-from tests.site import Site
+from tests.support.servers import RunningService, redis_server, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 CAPPED = {"timeout": 8, "navigation_timeout": 4, "delay": 0, "duration": 1, "wait_for_selector_timeout": 2,

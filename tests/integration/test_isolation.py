@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from tests.conftest import Org
-from tests.receivers import udp_canary, webrtc_page
-from tests.servers import RunningService
-from tests.site import Site
+from tests.support.receivers import udp_canary, webrtc_page
+from tests.support.servers import RunningService
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import Org, RunningService
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

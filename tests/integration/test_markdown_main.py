@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.site import Site
-from tests.watch_pages import ARTICLES, ARTICLES_DIR
+from tests.support.pages.watch import ARTICLES, ARTICLES_DIR
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 TRUTH = {name: entry["articleBody"] for name, entry in

@@ -22,9 +22,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Org
-from tests.images import decode, near, rgb_at
-from tests.servers import ROOT, RunningService, free_port, wait_for
-from tests.site import Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.servers import ROOT, RunningService, free_port, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 SMALL = {"viewport_width": 200, "viewport_height": 100}

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.images import decode
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 TITLE = "Café ☕ — Ünïcode, 100%"

@@ -25,11 +25,11 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from tests.conftest import Org
-from tests.images import decode
-from tests.receivers import Receiver
-from tests.servers import ROOT, RunningService, running_service, start
-from tests.site import Site
-from tests.watch_pages import IMAGE_BOX, PRICE_BOX, LivePage
+from tests.support.images import decode
+from tests.support.pages.watch import IMAGE_BOX, PRICE_BOX, LivePage
+from tests.support.receivers import Receiver
+from tests.support.servers import ROOT, RunningService, running_service, start
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 VIEW = {"viewport_width": 640, "viewport_height": 720, "device_scale_factor": 1}

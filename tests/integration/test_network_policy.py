@@ -23,10 +23,10 @@ from service.settings import ServiceSettings, Settings, default_workers
 from service.webhooks import Courier, DeliveryFailed
 from storage.settings import StorageSettings
 from tests.conftest import Org
-from tests.images import decode, rgb_at
-from tests.receivers import Receiver, udp_canary, webrtc_page
-from tests.servers import RunningService, running_service
-from tests.site import Site
+from tests.support.images import decode, rgb_at
+from tests.support.receivers import Receiver, udp_canary, webrtc_page
+from tests.support.servers import RunningService, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

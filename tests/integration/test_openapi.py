@@ -28,9 +28,9 @@ from render.contract.options import TakeOptions
 from render.settings import RenderSettings
 from service.error_reference import ENTRIES
 from tests.conftest import Org
-from tests.images import decode
-from tests.servers import RunningService
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.servers import RunningService
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 BIN = Path(sys.executable).parent

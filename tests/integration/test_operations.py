@@ -15,7 +15,7 @@ from render.worker.main import worker_connection
 from service.settings import default_workers
 from service.webhooks import deliverer_connection
 from tests.conftest import Org
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 IDLE_WAIT_SECONDS = 7  # beyond redis-py's default socket timeout (5 s)

@@ -15,7 +15,7 @@ import pikepdf
 import pytest
 
 from tests.conftest import Org
-from tests.site import Site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 POINTS_PER_MM = 72 / 25.4

@@ -25,9 +25,9 @@ from render.contract.devices import DEVICE_IDS
 from render.settings import RenderSettings
 from service.signatures import sign_params
 from tests.conftest import Org
-from tests.images import decode
-from tests.servers import ROOT, RunningService
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.servers import ROOT, RunningService
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 DESKTOP = {"width": 1280, "height": 900}

@@ -11,8 +11,8 @@ import pytest
 
 from service.settings import default_workers
 from tests.conftest import Org
-from tests.servers import RunningService, free_port, running_service, wait_for
-from tests.site import Site
+from tests.support.servers import RunningService, free_port, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -1,4 +1,4 @@
-"""reduce_motion (an SDK parameter, issue 21) on pixels: a page full of motion (tests/motion_pages.py: CSS
+"""reduce_motion (an SDK parameter, issue 21) on pixels: a page full of motion (tests/support/pages/motion.py: CSS
 and Web Animations, a transition, an autoplaying video, Swiper and Bootstrap carousels) captured with it
 looks like the same page drawn still, at any delay; without it, two captures differ."""
 
@@ -8,10 +8,10 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.images import decode, near, rgb_at
-from tests.motion_pages import REVEAL_TOP
-from tests.plain import differing_pixels
-from tests.site import Site
+from tests.support.images import decode, near, rgb_at
+from tests.support.pages.motion import REVEAL_TOP
+from tests.support.plain import differing_pixels
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

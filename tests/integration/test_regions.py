@@ -17,8 +17,8 @@ import redis
 
 from render.queue.keys import job_key
 from tests.conftest import Org, create_org
-from tests.servers import RunningService, running_service, start, stop, wait_for
-from tests.site import Site
+from tests.support.servers import RunningService, running_service, start, stop, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -23,11 +23,11 @@ import redis
 from render.contract.options import parse_take_options
 from service.cache import cache_key
 from tests.conftest import Org, RunningService, create_org
-from tests.fidelity_pages import REAL_PAGES
-from tests.images import decode, rgb_at
-from tests.plain import Box, PlainBrowser, differing_pixels
-from tests.site import Site
-from tests.watch_pages import ARTICLES, EXTRA_ARTICLES
+from tests.support.images import decode, rgb_at
+from tests.support.pages.fidelity import REAL_PAGES
+from tests.support.pages.watch import ARTICLES, EXTRA_ARTICLES
+from tests.support.plain import Box, PlainBrowser, differing_pixels
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from tests.conftest import Org
-from tests.images import decode
-from tests.plain import differing_pixels
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.plain import differing_pixels
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

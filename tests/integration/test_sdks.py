@@ -30,9 +30,9 @@ import screenshotone.sdk as python_sdk
 from service.settings import default_workers
 from tests.conftest import ROOT, Org, RunningService, create_org
 from tests.integration.test_proxies import PROXY_HOST, start_tinyproxy
-from tests.receivers import Receiver, vision_answer
-from tests.servers import S3Server, running_service, s3_server
-from tests.site import Site
+from tests.support.receivers import Receiver, vision_answer
+from tests.support.servers import S3Server, running_service, s3_server
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 NODE_DRIVER = ROOT / "tests" / "sdk" / "node_calls.mjs"

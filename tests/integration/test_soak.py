@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import RunningService, memory_kib, process_tree, redis_server, running_service
-from tests.site import Site
+from tests.support.servers import RunningService, memory_kib, process_tree, redis_server, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 CAPTURES = int(os.environ.get("SOAK_CAPTURES", "200"))

@@ -12,7 +12,7 @@ import pytest
 from storage import LocalStorage, Storage, StorageError
 from storage.local import sign_file_url
 from storage.s3 import S3Storage
-from tests.servers import S3Server, free_port
+from tests.support.servers import S3Server, free_port
 
 KEY = "org1/2026/11/21/ref.png"
 

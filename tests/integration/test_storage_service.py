@@ -13,9 +13,9 @@ import pytest
 
 from service.settings import default_workers
 from tests.conftest import Org
-from tests.images import decode
-from tests.servers import RunningService, S3Server, running_service
-from tests.site import Site
+from tests.support.images import decode
+from tests.support.servers import RunningService, S3Server, running_service
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

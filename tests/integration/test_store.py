@@ -26,8 +26,8 @@ import pytest
 import redis
 
 from tests.conftest import Org, create_org
-from tests.servers import RunningService, free_port, running_service, wait_for
-from tests.site import Site
+from tests.support.servers import RunningService, free_port, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

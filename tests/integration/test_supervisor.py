@@ -22,9 +22,9 @@ from render.net.policy import NetworkPolicy
 from render.page.watch import watch
 from render.settings import RenderSettings
 from tests.conftest import Org
-from tests.servers import process_tree
-from tests.site import Site
-from tests.tls import authority
+from tests.support.servers import process_tree
+from tests.support.site import Site
+from tests.support.tls import authority
 
 pytestmark = pytest.mark.browser
 

@@ -11,8 +11,8 @@ import pytest
 from pypdf import PdfReader
 
 from tests.conftest import Org
-from tests.images import decode, rasterise_first_page, rgb_at
-from tests.site import Site
+from tests.support.images import decode, rasterise_first_page, rgb_at
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -16,9 +16,9 @@ import redis
 
 from service.settings import default_workers
 from tests.conftest import Org
-from tests.receivers import VISION_KEYS, Receiver, vision_answer
-from tests.servers import RunningService, running_service, wait_for
-from tests.site import Site
+from tests.support.receivers import VISION_KEYS, Receiver, vision_answer
+from tests.support.servers import RunningService, running_service, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,8 @@ import pytest
 
 from render.settings import RenderSettings
 from tests.conftest import create_org
-from tests.servers import ROOT, free_port, redis_server, service_env, start, stop, wait_for
-from tests.site import Site
+from tests.support.servers import ROOT, free_port, redis_server, service_env, start, stop, wait_for
+from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 

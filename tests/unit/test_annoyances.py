@@ -19,7 +19,7 @@ from render.contract.options import TakeOptions
 from render.page import consent
 from render.page.annoyances import Annoyances, platforms
 from render.settings import RenderSettings
-from tests.annoyance_pages import KINDS
+from tests.support.pages.annoyances import KINDS
 
 PINS = Path(__file__).parents[2] / "deploy" / "npm" / "package.json"
 

@@ -7,7 +7,7 @@ import re
 from render.settings import RenderSettings
 from service.settings import ServiceSettings
 from storage.settings import StorageSettings
-from tests.servers import ROOT
+from tests.support.servers import ROOT
 
 
 def test_settings_table_matches_the_settings_classes() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from render.contract.errors import CaptureTimeout, NetworkError, RequestNotValid
 from render.output import vision
-from tests.receivers import Received, Receiver
-from tests.servers import free_port
+from tests.support.receivers import Received, Receiver
+from tests.support.servers import free_port
 
 
 @pytest.mark.parametrize("key", ["clé-été", "two words", "", "tab\there"])

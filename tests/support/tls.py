@@ -65,8 +65,8 @@ class Authority:
 
 @cache
 def authority() -> Authority:
-    """The run's authority, made on first use, for the test host names (tests/annoyance_pages.py)."""
-    from tests.annoyance_pages import TLS_HOSTS
+    """The run's authority, made on first use, for the test host names (tests/support/pages/annoyances.py)."""
+    from tests.support.pages.annoyances import TLS_HOSTS
 
     directory = Path(tempfile.mkdtemp(prefix="screenshot-test-ca-"))
     atexit.register(shutil.rmtree, directory, True)

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-NODE_MODULES = Path(__file__).parent / "consent" / "node_modules"
+NODE_MODULES = Path(__file__).parents[2] / "consent" / "node_modules"
 LIBRARY_URL = "/consent/npm/"
 
 ARTICLE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>The Daily Crumb</title>

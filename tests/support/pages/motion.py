@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.consent_pages import LIBRARY_URL
+from tests.support.pages.consent import LIBRARY_URL
 
 SWIPER = LIBRARY_URL + "swiper/"
 BOOTSTRAP = LIBRARY_URL + "bootstrap/dist/"

@@ -19,7 +19,7 @@ ROW = 100
 STICKY_SECTION = 1500
 LAZY_EVERY = 1000
 HEADER, FOOTER, BAR = 40, 40, 30
-REAL_PAGES_DIR = Path(__file__).parent / "material" / "real_pages"
+REAL_PAGES_DIR = Path(__file__).parents[2] / "material" / "real_pages"
 REAL_PAGES = sorted(path.name.removesuffix(".html.gz") for path in REAL_PAGES_DIR.glob("*.html.gz"))
 # Saved pages name their images, fonts and scripts on the real sites; none of that is fetched (nothing
 # leaves loopback), the same for the service and for the plain browser: the policy refuses it unsent.

@@ -67,7 +67,7 @@ class LivePage:
         return _html(page(self.version))
 
 
-ARTICLES_DIR = Path(__file__).parent / "material" / "articles"
+ARTICLES_DIR = Path(__file__).parents[2] / "material" / "articles"
 ARTICLES = sorted(path.name.removesuffix(".html.gz") for path in ARTICLES_DIR.glob("*.html.gz"))
 EXTRA_ARTICLES = sorted(path.name.removesuffix(".html.gz") for path in (ARTICLES_DIR / "extra").glob("*.html.gz"))
 # A page that hides its body until a script shows it (the script never comes): the article is in the DOM.

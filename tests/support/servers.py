@@ -26,10 +26,10 @@ import redis
 
 from render.browser.chromium import PAGE_SIZE
 from storage.s3 import S3Storage
-from tests.annoyance_pages import TLS_HOSTS
-from tests.tls import authority
+from tests.support.pages.annoyances import TLS_HOSTS
+from tests.support.tls import authority
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

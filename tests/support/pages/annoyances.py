@@ -1,4 +1,4 @@
-"""Test pages imitating chat and social widgets as the real vendors ship them (cookie banners: tests/consent_pages.py).
+"""Test pages imitating chat and social widgets as the real vendors ship them (cookie banners: pages/consent.py).
 
 Each widget's page loads the script its snippet loads (same host and path, served locally over
 HTTPS through the test resolver and the test CA) and contains the markup that script renders (same

@@ -14,15 +14,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests import (
-    annoyance_pages,
-    consent_pages,
-    control_pages,
-    fidelity_pages,
-    hiding_pages,
-    motion_pages,
-    watch_pages,
-)
+from tests.support.pages import annoyances as annoyance_pages
+from tests.support.pages import consent as consent_pages
+from tests.support.pages import controls as control_pages
+from tests.support.pages import fidelity as fidelity_pages
+from tests.support.pages import hiding as hiding_pages
+from tests.support.pages import motion as motion_pages
+from tests.support.pages import watch as watch_pages
 
 # Top half red, bottom half blue, at any viewport size.
 COLOURS = """<!DOCTYPE html><html><head><style>
@@ -282,7 +280,7 @@ ROUTES: dict[str, Handler] = {
        for name, page in QUALITY_PAGES.items()},
     **{f"/challenge/{path.name.removesuffix('.html.gz')}.html": (
         lambda data: lambda q: (403, "text/html; charset=utf-8", data))(gzip.decompress(path.read_bytes()))
-       for path in (Path(__file__).parent / "material" / "bot_challenges").glob("*.html.gz")},
+       for path in (Path(__file__).parents[1] / "material" / "bot_challenges").glob("*.html.gz")},
     "/evidence/style.css": lambda q: (200, "text/css", b"body { color: #123456; }"),
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),

@@ -1,0 +1,1 @@
+"""The tests' own servers, clients and helpers (pages apart, in pages/)."""

@@ -1,0 +1,1 @@
+"""The pages the test site serves, one module a family."""
