@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from render.contract.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError, documentation_at
+from render.contract.formats import register_media_types
 from render.net.policy import NetworkPolicy
 from render.queue import async_jobs, lanes
 from render.queue.keys import URL_SECRET_KEY
@@ -71,6 +72,7 @@ def create_app(settings: Settings) -> FastAPI:
     target = settings.service.redis()
     keep_job_records_for(settings.service.job_record_ttl)
     documentation_at(settings.service.base_url)
+    register_media_types()  # local storage's objects served with their format's content type
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -14,9 +14,6 @@ from urllib.parse import quote
 from storage.base import StoredObject
 from storage.errors import StorageError
 
-EXTRA_TYPES = {".md": "text/markdown; charset=utf-8", ".html": "text/html; charset=utf-8",
-               ".avif": "image/avif", ".heif": "image/heif", ".jp2": "image/jp2", ".webp": "image/webp"}
-
 
 class LocalStorage:
     """Objects as files under one directory; writes are atomic (temp file, then rename)."""
@@ -70,9 +67,9 @@ class LocalStorage:
 
 
 def content_type_for(key: str) -> str:
-    """Content type from the key's extension."""
-    suffix = Path(key).suffix.lower()
-    return EXTRA_TYPES.get(suffix) or mimetypes.guess_type(key)[0] or "application/octet-stream"
+    """Content type from the key's extension, as Python's `mimetypes` knows it: the API registers every output
+    format's there at start (render.contract.formats.register_media_types), so no table is kept here."""
+    return mimetypes.guess_type(key)[0] or "application/octet-stream"
 
 
 def file_signature(secret: bytes, key: str, expires: int) -> str:

@@ -93,3 +93,12 @@ def media_types(kind: Kind) -> list[str]:
     formats = {"image": _IMAGES, "document": _DOCUMENTS, "video": _VIDEOS}[kind]
     first = formats[0].bare_media_type
     return [first, *sorted({f.bare_media_type for f in formats} - {first})]
+
+
+def register_media_types() -> None:
+    """Teach Python's `mimetypes` every format's extension (`.md`, `.avif`, `.jp2`, ...): a backend that knows an
+    object only by its key (local storage) names its content type from the registry, not from a table of its own."""
+    import mimetypes
+
+    for fmt in FORMATS.values():
+        mimetypes.add_type(fmt.media_type, f".{fmt.extension}")

@@ -54,3 +54,15 @@ def test_signed_urls_verify_until_they_expire_or_change() -> None:
 
 def test_a_non_ascii_file_signature_is_simply_wrong() -> None:
     assert not verify_file_signature(SECRET, "o/k.png", 2000, "X¸\U0009f100¢", now=1999)
+
+
+def test_an_object_is_served_with_its_format_s_content_type_from_the_registry() -> None:
+    """Local storage names a content type by the key's extension, as Python's mimetypes knows it once the API
+    registered every output format there (the registry is the one table of extensions and types)."""
+    from render.contract.formats import FORMATS, register_media_types
+    from storage.local import content_type_for
+
+    register_media_types()
+    for fmt in FORMATS.values():
+        assert content_type_for(f"org/2026-11-27/shot.{fmt.extension}") == fmt.media_type, fmt.name
+    assert content_type_for("org/2026-11-27/unknown.zzz") == "application/octet-stream"
