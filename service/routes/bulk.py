@@ -12,7 +12,6 @@ import asyncio
 import base64
 import contextlib
 import io
-import time
 from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlencode
@@ -22,18 +21,15 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from render.contract import request_params, sealing
-from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
-from render.contract.options import TakeOptions, parse_take_options
-from render.contract.wire import JobRequest, JobResult
+from render.contract.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.contract.options import TakeOptions
 from service import openapi, signatures
 from service.auth import body_caller
+from service.capture_path import entry_options, new_reference, run_capture, run_page_once
 from service.context import AppContext
 from service.errors import within
 from service.organisations import Organisation
-from service.quota import slot_hold
 from service.results import Presented, present_error, present_success
-from service.routes.capture import job_options, new_reference, run_capture
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 BULK_FIELDS = ("access_key", "execute", "optimize", "merge_pdf", "options", "requests")
@@ -233,54 +229,6 @@ def page_groups(entries: list[tuple[TakeOptions | None, ServiceError | None]]) -
     return [group for group in groups.values() if len(group) > 1]
 
 
-async def run_page_once(context: AppContext, org: Organisation, variants: list[TakeOptions], trace_id: str
-                        ) -> list[tuple[str, JobResult | ServiceError]] | None:
-    """One job loading the page once for every variant: (reference, result or error) each, charged
-    each. None when the organisation's concurrency cannot hold a slot per variant right now."""
-    references = [new_reference() for _ in variants]
-    # The page is loaded with the first variant's options, credentials included; the others only shape
-    # outputs, so theirs are left out.
-    page_fields = job_options(context, variants[0], references[0])
-    grace = context.settings.service.result_wait_grace
-    timeout = max(o.timeout for o in variants)
-    reserved: list[str] = []
-    try:
-        for reference in references:
-            await context.quota.reserve(org, reference, slot_hold(timeout, grace))
-            reserved.append(reference)
-    except ServiceError:
-        for reference in reserved:
-            await context.quota.settle(org, reference, success=False)
-        return None
-    outcomes: list[tuple[str, JobResult | ServiceError]] = []
-    try:
-        first = variants[0]
-        job = JobRequest(
-            reference=references[0], organisation=org.id, **page_fields,
-            trace_id=trace_id, deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=first.response_type == "json", enqueued_at=time.time(),
-            variants=[{"reference": ref, "options": sealing.public_options(o.to_payload()),
-                       "store": o.response_type == "json"}
-                      for ref, o in zip(references[1:], variants[1:], strict=True)])
-        for reference in references:
-            await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=timeout + grace)
-        if result is None:
-            error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
-            outcomes = [(reference, error) for reference in references]
-        elif not result.ok and not result.variants:  # the page itself failed: every variant with it
-            failure = ServiceError.from_payload(result.error or {})
-            outcomes = [(reference, failure) for reference in references]
-        else:
-            for each in [result, *result.variants]:  # their records: written by the worker
-                outcomes.append((each.reference, each if each.ok else ServiceError.from_payload(each.error or {})))
-        return outcomes
-    finally:
-        succeeded = {reference for reference, outcome in outcomes if isinstance(outcome, JobResult)}
-        for reference in references:
-            await asyncio.shield(context.quota.settle(org, reference, success=reference in succeeded))
-
-
 def _validated(params: dict[str, Any], execute: bool) -> tuple[TakeOptions | None, ServiceError | None]:
     """The entry's options, or the error /take would have answered. Executed entries are answered in
     the bulk response itself: async, webhooks and the cache belong to lazy entries (plain /take URLs)."""
@@ -290,21 +238,3 @@ def _validated(params: dict[str, Any], execute: bool) -> tuple[TakeOptions | Non
         return None, error
 
 
-def entry_options(params: dict[str, Any], answered_here: str | None = None) -> TakeOptions:
-    """/take options of an entry of a JSON body (bulk, compare, monitors), or the error /take would answer.
-    `answered_here`: the entry is answered by the request itself, so async, webhooks and the cache are refused,
-    the message saying why ("with execute=true; ...")."""
-    options = parse_take_options({k: _as_param(v) for k, v in params.items()})
-    request_params.check(options)
-    for name, alias in (("async_", "async"), ("webhook_url", "webhook_url"), ("cache", "cache")):
-        if answered_here is not None and getattr(options, name):
-            raise RequestNotValid(f"{alias} is not available {answered_here}.",
-                                  [ErrorDetail(alias, f"not available {answered_here.split(';')[0]}")])
-    return options
-
-
-def _as_param(value: Any) -> Any:
-    """JSON values as /take's JSON body carries them (numbers as text, like parse_body's)."""
-    if isinstance(value, bool) or isinstance(value, list) or value is None:
-        return value
-    return str(value) if isinstance(value, int | float) else value

@@ -2,46 +2,42 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
-from render.contract import request_params, sealing
-from render.contract.errors import CaptureTimeout, ErrorDetail, InternalError, ServiceError
+from render.contract import request_params
+from render.contract.errors import ErrorDetail, InternalError
 from render.contract.options import TakeOptions, parse_take_options
-from render.contract.timings import CACHE_HIT
-from render.contract.wire import JobRequest, JobResult, WebhookOrder
 from render.net.policy import check_url
-from render.queue import deliveries
 from render.queue.records import job_record_ttl
 from service import cache, openapi
 from service.auth import Caller, caller
+from service.capture_path import (
+    cached_result,
+    enqueue_webhook,
+    new_reference,
+    refresh,
+    render_into_cache,
+    run_capture,
+    start_async,
+)
 from service.context import AppContext
 from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import list_fields
-from service.quota import slot_hold
 from service.results import Presented, present_success
-from storage import StorageError
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
 ANIMATE_ARRAYS = list_fields(AnimateOptions)
-
-def new_reference() -> str:
-    """A job id: sortable by time, unguessable."""
-    return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
-
 
 @router.get("/take", openapi_extra=openapi.query_parameters("take"), responses=openapi.capture_responses("take"),
             summary="Take a screenshot (parameters in the query)")
@@ -105,39 +101,6 @@ def respond(presented: Presented) -> Response:
                     headers=presented.headers)
 
 
-def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | None:
-    """Where the job's outcome goes, with this API's retry schedule; None without `webhook_url`."""
-    if options.webhook_url is None:
-        return None
-    return context.settings.service.webhook_order(options.webhook_url, sign=options.webhook_sign,
-                                                  errors=options.webhook_errors)
-
-
-async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
-                          trace_id: str, result: JobResult) -> None:
-    """A synchronous capture with webhook_url: the receiver gets what the caller got."""
-    job = JobRequest(reference=reference, organisation=org.id, options=sealing.public_options(options.to_payload()),
-                     trace_id=trace_id, deadline=0, webhook=webhook_order(context, options))
-    await anyio.to_thread.run_sync(deliveries.owe, context.dispatcher.sync_redis, job, result)
-
-
-async def start_async(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
-                      trace_id: str) -> None:
-    """Reserve a slot and queue the job; the worker finishes it (quota, record, webhook)."""
-    grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace, queued=True))
-    try:
-        job = JobRequest(
-            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
-            deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
-            kind=options.job_kind, webhook=webhook_order(context, options))
-        await context.records.queued(reference, org.id, job=job)
-        await context.dispatcher.submit(job)
-    except BaseException:
-        await asyncio.shield(context.quota.settle(org, reference, success=False))
-        raise
-
-
 async def take_cached(context: AppContext, org: Organisation, options: TakeOptions, trace_id: str) -> Response:
     """Serve a live entry, or render once (however many identical requests arrive) and keep it. An entry past its
     TTL but within cache_stale_ttl is served at once and refreshed in the background."""
@@ -161,102 +124,6 @@ async def take_cached(context: AppContext, org: Organisation, options: TakeOptio
     presented = present_success(options, result, reference, trace_id, context.links, cache_url)
     presented.headers["x-service-cache-stale"] = "true" if stale else "false"
     return respond(presented)
-
-
-async def render_into_cache(context: AppContext, org: Organisation, options: TakeOptions, digest: str,
-                            reference: str, trace_id: str) -> JobResult:
-    """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it)."""
-    result = await run_capture(context, org, options, reference, trace_id,
-                               store_key=cache.object_key(org.id, digest, options),
-                               keep_body=options.response_type == "by_format")
-    if "blank" not in result.metadata.get("quality", {}).get("flags", []):  # a blank shot: the next one tries again
-        await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
-                                options.cache_stale_ttl or 0)
-    return result
-
-
-async def refresh(context: AppContext, org: Organisation, options: TakeOptions, digest: str, trace_id: str) -> None:
-    """A stale entry rendered again (charged as a capture), unless a render of it already runs."""
-    reference = new_reference()
-    if not await context.cache.take_refresh(digest, reference,
-                                            options.timeout + context.settings.service.result_wait_grace):
-        return
-    try:
-        await render_into_cache(context, org, options.model_copy(update={"response_type": "json"}), digest,
-                                reference, trace_id)
-        log.info("cache entry %s refreshed by %s", digest[:12], reference)
-    except ServiceError as error:  # the stale entry stays until its window ends; the next request tries again
-        log.info("cache entry %s not refreshed: %s: %s", digest[:12], error.code, error.message)
-    except Exception:
-        log.exception("cache entry %s not refreshed", digest[:12])
-    finally:
-        await context.cache.end_refresh(digest, reference)
-
-
-async def cached_result(context: AppContext, options: TakeOptions, digest: str
-                        ) -> tuple[JobResult, str, bool] | None:
-    """A live entry whose object is still stored, with its bytes when the caller wants them; and whether it is
-    stale (past its TTL, within cache_stale_ttl)."""
-    hit = await context.cache.get(digest)
-    if hit is None or not hit[0].storage_key:
-        return None
-    result, reference, stale = hit
-    key = result.storage_key
-    assert key is not None
-    try:
-        if await anyio.to_thread.run_sync(context.storage.stat, key) is None:
-            return None
-        if options.response_type == "by_format":
-            result.body = await anyio.to_thread.run_sync(lambda: b"".join(context.storage.open(key)))
-    except StorageError:
-        return None
-    result.rendering_seconds = 0.0  # nothing was rendered for this answer
-    result.timings = dict(CACHE_HIT)
-    return result, reference, stale
-
-
-async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
-                      trace_id: str, *, store: bool = False, store_key: str | None = None,
-                      keep_body: bool = False) -> JobResult:
-    """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
-    raise the job's error if it failed."""
-    grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace))
-    success = settled = False
-    try:
-        job = JobRequest(
-            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
-            deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=store, enqueued_at=time.time(), store_key=store_key,
-            keep_body=keep_body or (store and options.response_type == "by_format"), kind=options.job_kind)
-        with context.metrics.in_flight.track_inprogress():
-            result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
-                                                  record=context.records.queued_fields(org.id))
-        settled = result is not None and result.settled
-        if result is not None and result.started_at:
-            context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
-        if result is None:
-            result = JobResult(reference, ok=False, error=CaptureTimeout(
-                f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
-                "overloaded: retry, or raise timeout.").to_payload())
-            await context.records.finished(reference, result)
-        if not result.ok:
-            if options.webhook_url is not None:
-                await enqueue_webhook(context, org, options, reference, trace_id, result)
-            raise ServiceError.from_payload(result.error or {})
-        success = True
-        return result
-    finally:
-        # Shielded: a client hanging up must not leave the slot held until it expires.
-        if not settled:
-            await asyncio.shield(context.quota.settle(org, reference, success=success))
-
-
-def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:
-    """The JobRequest fields of `options`: what may be stored, and every secret of the job (credentials, the
-    vision key) sealed for its worker in one token (render.contract.sealing), never stored as it is."""
-    public, sealed = sealing.seal_job(options, context.settings.render.job_secret, reference)
-    return {"options": public, "sealed": sealed}
 
 
 @router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},

@@ -22,12 +22,11 @@ from render.contract.wire import JobRequest, JobResult
 from render.net.policy import check_url
 from service import openapi
 from service.auth import body_caller
+from service.capture_path import entry_options, new_reference, run_capture
 from service.context import AppContext
 from service.errors import within
 from service.metadata import iso_time
 from service.organisations import Organisation
-from service.routes.bulk import entry_options
-from service.routes.capture import new_reference, run_capture
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 COMPARE_TIMEOUT_SECONDS = 60  # a compare job's own deadline: two 16,000 x 60,000 px shots take a few seconds

@@ -23,12 +23,12 @@ from render.net.policy import check_url
 from render.queue import monitors
 from service import monitoring, openapi
 from service.auth import Caller, body_caller, caller
+from service.capture_path import entry_options
 from service.context import AppContext
 from service.errors import MonitorNotFound
 from service.metadata import iso_time
 from service.organisations import Organisation
 from service.results import present_run
-from service.routes.bulk import entry_options
 from service.routes.compare import in_side
 
 router = APIRouter(prefix="/v1/monitors", tags=["monitors"])
