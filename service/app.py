@@ -26,7 +26,7 @@ from render.queue.keys import URL_SECRET_KEY
 from render.queue.records import Absences, keep_job_records_for
 from render.queue.redis_client import aclose
 from render.settings import region_labels
-from service import monitoring, openapi
+from service import monitor_schedule, openapi
 from service.cache import Cache
 from service.context import AppContext
 from service.dispatch import Dispatcher
@@ -177,14 +177,14 @@ async def _sweep(connection: redis.Redis, lanes_offered: list[str], worker_grace
     """Every few seconds: offer again the jobs handed to a worker that is gone before it started them
     (render.queue.lanes.sweep), finish the async jobs whose worker died rendering them
     (render.queue.async_jobs.sweep_orphans), schedule again the monitors whose runs stopped
-    (service.monitoring.restart_stalled)."""
+    (service.monitor_schedule.restart_stalled)."""
     absences = Absences(worker_grace)
     while True:
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
             await anyio.to_thread.run_sync(lanes.sweep, connection, lanes_offered, absences)
             await anyio.to_thread.run_sync(async_jobs.sweep_orphans, connection, absences)
-            await anyio.to_thread.run_sync(monitoring.restart_stalled, connection)
+            await anyio.to_thread.run_sync(monitor_schedule.restart_stalled, connection)
         except (redis.RedisError, OSError):
             log.warning("sweeping the lanes, orphaned async jobs and stalled monitors failed; retrying",
                         exc_info=True)

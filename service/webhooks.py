@@ -38,7 +38,7 @@ from render.queue.deliveries import Delivery
 from render.queue.keys import COUNTERS_KEY, MONITOR_QUEUE, URL_SECRET_KEY, WEBHOOK_QUEUE
 from render.queue.records import mark_job
 from render.queue.redis_client import RedisTarget, text
-from service import monitoring, signatures
+from service import monitor_runs, signatures
 from service.organisations import signing_key_of
 from service.results import Links, Presented, present_error, present_monitor_run, present_success, with_hosted_names
 from service.settings import Settings
@@ -255,8 +255,8 @@ def run_deliverer(settings: Settings, *, burst: bool = False) -> None:
 
     connection = deliverer_connection(settings.service.redis())
     install(Courier(settings, connection))
-    monitoring.install(monitoring.Firing(settings, connection))
-    rq_jobs.register(deliver=deliver, fire=monitoring.fire)  # what the queued jobs' names run here
+    monitor_runs.install(monitor_runs.Firing(settings, connection))
+    rq_jobs.register(deliver=deliver, fire=monitor_runs.fire)  # what the queued jobs' names run here
     queues = [Queue(name, connection=connection, serializer=JSONSerializer) for name in (WEBHOOK_QUEUE, MONITOR_QUEUE)]
     for queue in queues:
         release_stale_scheduler_lock(connection, queue.name)

@@ -1,6 +1,6 @@
 """`/v1/monitors`: pages watched on a schedule (issue 36). Create, list, show, change, delete a monitor, and read
 its runs. Each run is a capture charged as one, compared with the monitor's last success by its worker; the
-monitor's webhook is told of changes (service.monitoring fires the runs, render.queue.monitors keeps them).
+monitor's webhook is told of changes (service.monitor_runs fires the runs, render.queue.monitors keeps them).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from render.contract.monitoring import KEEP_RUNS_MAX, MonitorSpec, next_due
 from render.contract.validation import validate_all
 from render.net.policy import check_url
 from render.queue import monitors
-from service import monitoring, openapi
+from service import monitor_schedule, openapi
 from service.auth import Caller, body_caller, caller
 from service.capture_path import entry_options
 from service.context import AppContext
@@ -101,7 +101,8 @@ async def create(request: Request) -> Response:
     spec, options = await checked(context, body)
     most = context.settings.service.monitors_max
     monitor_id = f"mon_{secrets.token_hex(8)}"
-    public, sealed = sealing.seal_job(options, context.settings.render.job_secret, monitoring.sealed_for(monitor_id))
+    public, sealed = sealing.seal_job(options, context.settings.render.job_secret,
+                                      monitor_schedule.sealed_for(monitor_id))
     now = time.time()
     monitor = monitors.Monitor(id=monitor_id, organisation=org.id, spec=spec.model_copy(update={"request": public}),
                                sealed=sealed, created=now, updated=now)
@@ -109,7 +110,7 @@ async def create(request: Request) -> Response:
         raise RequestNotValid(f"This organisation has {most} monitors, the most it may have "
                               "(SCREENSHOT_MONITORS_MAX): delete one first.", [ErrorDetail("monitors", "too many")])
     if not spec.paused:  # the first run at once: the baseline the next ones are compared with
-        await in_redis(context, monitoring.schedule_run, monitor_id, int(now), monitor.revision)
+        await in_redis(context, monitor_schedule.schedule_run, monitor_id, int(now), monitor.revision)
     stored = await owned(context, org, monitor_id)
     return JSONResponse(shown(stored, context), status_code=201)
 
@@ -143,13 +144,13 @@ async def change(request: Request, monitor_id: str) -> Response:
     sealed = monitor.sealed
     if options is not None:
         public, sealed = sealing.seal_job(options, context.settings.render.job_secret,
-                                          monitoring.sealed_for(monitor_id))
+                                          monitor_schedule.sealed_for(monitor_id))
         spec = spec.model_copy(update={"request": public})
-    await in_redis(context, monitoring.cancel_run, monitor_id, monitor.next_run)
+    await in_redis(context, monitor_schedule.cancel_run, monitor_id, monitor.next_run)
     updated = await in_redis(context, monitors.change, monitor, spec, sealed)
     if not spec.paused:
         due = next_due(spec.schedule, time.time(), time.time())
-        await in_redis(context, monitoring.schedule_run, monitor_id, due, updated.revision)
+        await in_redis(context, monitor_schedule.schedule_run, monitor_id, due, updated.revision)
     return JSONResponse(shown(await owned(context, org, monitor_id), context))
 
 
@@ -159,7 +160,7 @@ async def change(request: Request, monitor_id: str) -> Response:
 async def delete(request: Request, monitor_id: str, who: Annotated[Caller, Depends(caller())]) -> Response:
     context: AppContext = request.app.state.context
     monitor = await owned(context, who.organisation, monitor_id)
-    await in_redis(context, monitoring.cancel_run, monitor_id, monitor.next_run)
+    await in_redis(context, monitor_schedule.cancel_run, monitor_id, monitor.next_run)
     await in_redis(context, monitors.delete, monitor)
     return JSONResponse({"is_successful": True, "id": monitor_id})
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from render.contract.monitoring import MonitorSpec, Schedule, next_due
-from service.monitoring import run_reference
+from service.monitor_schedule import run_reference
 
 
 def at(text: str) -> float:
