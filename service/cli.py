@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
@@ -288,6 +287,7 @@ def _command(commands: Any, name: str, text: str, **kwargs: Any) -> argparse.Arg
 
 def build_parser() -> argparse.ArgumentParser:
     from render.contract.options import TakeOptions
+    from service.cli_mcp import add_mcp_command
     from service.cli_monitors import add_monitor_commands
     from service.cli_options import add_model_options
 
@@ -357,47 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--public-key", help="require this signer: base64 of the key, its PEM, or a file holding "
                         "either (GET /v1/screenshot/certify/public-key gives both)")
     add_monitor_commands(commands, _command)
-    mcp = _command(commands, "mcp", "the service as MCP tools for AI agents (take, animate, compare, job_status), on "
-                   "stdio or streamable HTTP, through a running API",
-                   description="Serve the Model Context Protocol: tools take, animate, compare and job_status, "
-                   "answered by a running API (same keys, policy, quota and concurrency). On stdio (an agent "
-                   "starts it) the organisation's key is --access-key or SCREENSHOT_ACCESS_KEY; over HTTP "
-                   "(http://HOST:PORT/mcp) each client sends its own as Authorization: Bearer <key>.")
-    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
-    mcp.add_argument("--api", help="the API's base URL (default: SCREENSHOT_PUBLIC_BASE_URL, else "
-                     "http://SCREENSHOT_HOST:SCREENSHOT_PORT)")
-    mcp.add_argument("--access-key", help="stdio only: the organisation's key (default: SCREENSHOT_ACCESS_KEY); "
-                     "over HTTP the server lends no key")
-    mcp.add_argument("--host", default="127.0.0.1", help="http: the address to listen on (default 127.0.0.1)")
-    mcp.add_argument("--port", type=_at_least(1), default=8765, help="http: the port (default 8765)")
-    mcp.add_argument("--allowed-hosts", default=os.environ.get("SCREENSHOT_MCP_ALLOWED_HOSTS", ""),
-                     help="http: comma-separated Host headers answered, name:port or name:* (default: "
-                     "SCREENSHOT_MCP_ALLOWED_HOSTS, else the --host address and 127.0.0.1, localhost, [::1], any "
-                     "port); others get 421 (DNS rebinding)")
-    mcp.add_argument("--allowed-origins", default=os.environ.get("SCREENSHOT_MCP_ALLOWED_ORIGINS", ""),
-                     help="http: comma-separated Origin headers answered (default: SCREENSHOT_MCP_ALLOWED_ORIGINS, "
-                     "else http:// and https:// of every allowed host); others get 403")
+    add_mcp_command(commands, _command, _at_least(1))
     # Every command, named where `--help` starts (from the commands themselves, so none is left out).
     parser.description = ("The screenshot-service command: " + ", ".join(commands.choices) + ". "
                           "`screenshot-service COMMAND --help` says what each takes.")
     return parser
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from service.mcp_server import serve
-
-    api = args.api or _settings().service.base_url
-    if args.transport == "http" and args.access_key:
-        print("screenshot-service mcp: --access-key is for stdio; over HTTP every client sends its own key "
-              "(Authorization: Bearer <key>).", file=sys.stderr)
-        return 2
-    key = (args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY")) if args.transport == "stdio" else None
-    serve(api, key, args.transport, args.host, args.port, _listed(args.allowed_hosts), _listed(args.allowed_origins))
-    return 0
-
-
-def _listed(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -407,11 +371,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "sign":  # name=value parameters may stand between the options too
         sys.exit(cmd_sign(args, [*args.parameters, *extra]))
+    from service.cli_mcp import cmd_mcp
     from service.cli_monitors import cmd_monitors
     from service.verify import cmd_verify
 
     handlers = {"monitors": lambda args: cmd_monitors(args, _settings().service.base_url), "verify": cmd_verify,
-                "mcp": cmd_mcp,
+                "mcp": lambda args: cmd_mcp(args, _settings().service.base_url),
                 "run": cmd_run, "api": cmd_api, "worker": cmd_worker, "webhooks": cmd_webhooks,
                 "keys": cmd_keys, "healthcheck": cmd_healthcheck, "take": cmd_take}
     sys.exit(handlers[args.command](args))

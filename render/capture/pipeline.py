@@ -6,30 +6,23 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from playwright.async_api import Response
 
 from render.browser.tabs import Tab
-from render.capture import findings, fullpage
+from render.capture import findings, fullpage, loading
 from render.capture.pdf import print_pdf
 from render.capture.regions import Region, region_for, scroll_into_view
 from render.capture.screenshot import screenshot
 from render.contract.errors import (
-    ErrorDetail,
-    NameNotResolved,
-    NetworkError,
-    RequestNotValid,
     ResultingImageTooLarge,
     ServiceError,
 )
 from render.contract.formats import FORMATS, IMAGE_FORMATS
 from render.contract.options import TakeOptions
-from render.contract.request_params import country_proxy
 from render.contract.timings import Stopwatch
 from render.net.egress import EgressProxy
-from render.net.policy import AddressNotAllowed, NetworkPolicy, check_url
-from render.net.traffic import REFUSED_HEADER, Upstream
+from render.net.policy import NetworkPolicy, check_url
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
 from render.page import har, motion, preparation, quality, request_context, reveal
@@ -38,7 +31,6 @@ from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
 from render.page.failure_rules import FailedRequestWatch, check_content, check_gpu
 from render.page.har import HarRecorder
-from render.page.navigation import check_host_status, load_source
 from render.page.preparation import prepare, prepares
 from render.page.quality import PENDING_GRACE_SECONDS, PendingRequests
 from render.page.shield import Shield
@@ -137,7 +129,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
     recorder = har.record(tab, options, env.settings.har_max_bytes)
     pending = quality.watch_pending(tab) if options.metadata_quality else None
-    response = await _load(tab, options, env, deadline, clock)
+    response = await loading.load(tab, options, env.egress, deadline, clock)
     with clock.stage("preparation"):
         await shield.after_load(tab, deadline)
     await _wait_until_shown(tab, env, deadline, clock)
@@ -164,7 +156,7 @@ async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tupl
     check_gpu(options)
     options = request_context.without_url_credentials(options)
     if env.egress is not None:
-        env.egress.begin_job(await _upstream(options, env.policy))
+        env.egress.begin_job(await loading.upstream(options, env.policy))
     # Fetched first: a watermark that cannot be had fails the job before any rendering.
     picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
         options.watermark_image_url) else None
@@ -227,57 +219,6 @@ async def _wait_until_shown(tab: Tab, env: Environment, deadline: float, clock: 
     started = time.monotonic()
     waited = await reveal.wait_until_shown(tab, deadline, env.settings.hidden_page_wait)
     clock.add("preparation" if waited == 0 else "waits", time.monotonic() - started)
-
-
-async def _upstream(options: TakeOptions, policy: NetworkPolicy) -> Upstream | None:
-    """The job's upstream proxy: the caller's `proxy` (under the network policy) or the operator's
-    proxy for `ip_country_code` (trusted: it is configuration); hosts of `proxy_bypass_hosts` are reached
-    directly (still under the network policy)."""
-    bypass = tuple(pattern.lower() for pattern in options.proxy_bypass_hosts)
-    if options.proxy is not None:
-        host, port, authorization = Upstream.parse(options.proxy)
-        try:
-            address = await policy.checked_address(host)
-        except AddressNotAllowed as refused:
-            raise RequestNotValid(f"proxy: {refused}.", [ErrorDetail("proxy", "address not allowed")]) from None
-        return Upstream(host, str(address), port, authorization, bypass)
-    country_url = country_proxy(options)
-    if country_url is not None:
-        host, port, authorization = Upstream.parse(country_url)
-        return Upstream(host, str((await policy.resolve(host))[0]), port, authorization, bypass)
-    return None
-
-
-async def _load(tab: Tab, options: TakeOptions, env: Environment, deadline: float, clock: Stopwatch
-                ) -> Response | None:
-    """Load the source; a navigation the egress stopped (a redirect to a private address, a name that
-    does not resolve) is reported as such, not as the host's error or a generic network failure."""
-    try:
-        egress = env.egress
-        response = await load_source(tab.page, options, deadline, clock, check_status=False, refused_hosts=(
-            (lambda: {refusal.host for refusal in egress.refusals}) if egress is not None else frozenset))
-    except NetworkError:
-        # An https navigation the egress refused fails its tunnel: the refusal says why.
-        # Chromium may reach for other hosts meanwhile (an error page asks accounts.google.com): the
-        # refusal of the page's own host explains the failure, else the first one (a redirect's target).
-        refusals = env.egress.refusals if env.egress is not None else []
-        host = urlsplit(options.url or "").hostname
-        refusal = next((r for r in refusals if r.host == host), refusals[0] if refusals else None)
-        if refusal is not None and refusal.kind == "unresolved":
-            raise NameNotResolved(refusal.reason) from None
-        if refusal is not None:
-            raise NetworkError(f"Could not load {options.url or 'the page'}: {refusal.reason}.") from None
-        raise
-    if response is None:
-        return None
-    # A plain-http navigation the egress refused gets the egress's own answer, marked as such.
-    marker = response.headers.get(REFUSED_HEADER)
-    if marker == "unresolved":
-        raise NameNotResolved(await response.text())
-    if marker:
-        raise NetworkError(f"Could not load {options.url}: {await response.text()}.")
-    check_host_status(response, options)
-    return response
 
 
 def _device_size(width: float, height: float, options: TakeOptions) -> tuple[int, int]:

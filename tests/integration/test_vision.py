@@ -199,20 +199,22 @@ BAD_SCHEMAS = {
 }
 
 
+def _with_schema(http: httpx.Client, org: Org, site: Site, schema: dict, how: str) -> httpx.Response:
+    """A capture asking for a structured answer, the schema as a query string's JSON text or in a JSON body."""
+    params = {"access_key": org.access_key, "url": site.url("/colours.html"), "viewport_width": 200,
+              "viewport_height": 100, "vision_provider_api_key": "sk-test-good"}
+    if how == "query":
+        return http.get("/v1/screenshot/take", params={**params, "vision_response_schema": json.dumps(schema)})
+    return http.post("/v1/screenshot/take", json={**params, "vision_response_schema": schema})
+
+
 @pytest.mark.parametrize("index", range(4), ids=["ref", "id-relative", "dynamic-ref", "through-defs"])
 @pytest.mark.parametrize("how", ["query", "body"])
 def test_a_schema_never_makes_anything_fetch(isolated_http: httpx.Client, isolated_org: Org, site: Site,
                                              canary: Receiver, index: int, how: str) -> None:
     """References resolve inside the schema only: one naming a URL is refused when the request arrives, and
     nothing (API or worker) ever asks the URL."""
-    schema = _fetching_schemas(canary)[index]
-    params = {"access_key": isolated_org.access_key, "url": site.url("/colours.html"), "viewport_width": 200,
-              "viewport_height": 100, "vision_provider_api_key": "sk-test-good"}
-    if how == "query":
-        response = isolated_http.get("/v1/screenshot/take",
-                                     params={**params, "vision_response_schema": json.dumps(schema)})
-    else:
-        response = isolated_http.post("/v1/screenshot/take", json={**params, "vision_response_schema": schema})
+    response = _with_schema(isolated_http, isolated_org, site, _fetching_schemas(canary)[index], how)
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["error_code"] == "request_not_valid"
@@ -226,14 +228,7 @@ def test_a_schema_never_makes_anything_fetch(isolated_http: httpx.Client, isolat
 @pytest.mark.parametrize("how", ["query", "body"])
 def test_a_schema_that_would_loop_or_backtrack_is_refused_naming_the_field(
         isolated_http: httpx.Client, isolated_org: Org, site: Site, name: str, how: str) -> None:
-    params = {"access_key": isolated_org.access_key, "url": site.url("/colours.html"),
-              "vision_provider_api_key": "sk-test-good"}
-    schema = BAD_SCHEMAS[name]
-    if how == "query":
-        response = isolated_http.get("/v1/screenshot/take",
-                                     params={**params, "vision_response_schema": json.dumps(schema)})
-    else:
-        response = isolated_http.post("/v1/screenshot/take", json={**params, "vision_response_schema": schema})
+    response = _with_schema(isolated_http, isolated_org, site, BAD_SCHEMAS[name], how)
     assert response.status_code == 400, response.text
     assert response.json()["error_code"] == "request_not_valid"
     assert [d["field"] for d in response.json()["error_details"]] == ["vision_response_schema"]
