@@ -448,7 +448,9 @@ def test_har_bodies_in_base64_hold_no_secret(client: httpx.Client, org: Org, sit
     else:
         params = {"url": site.url("/evidence/binary-echo.html").replace("://", "://s3cr3t-user:s3cr3t-pass@")}
         hidden = ["s3cr3t-user", "s3cr3t-pass", "s3cr3t-user:s3cr3t-pass"]
-    response = take(client, org, har="true", har_content="embed", response_type="json", **params)
+    # The echo's answer must be in before the shot (a loaded machine took it first once): its element says so.
+    response = take(client, org, har="true", har_content="embed", response_type="json", wait_for_selector="#echoed",
+                    **params)
     assert response.status_code == 200, response.text
     stored = client.get(response.json()["har"]["url"]).content
     texts = [stored.decode()]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -41,8 +42,16 @@ HIDING = [f"/hiding/page.html?kind={kind}&ms={ms}&height={height}"
                                    ("visibility", 1500, 3000), ("fade", 1500, 3000)]]
 
 
+@dataclass
+class Shots:
+    """The service's first shot of each page, asked for at once, and a way to take one again."""
+
+    first: dict[str, Future[httpx.Response]]
+    take: Callable[[str], httpx.Response]
+
+
 @pytest.fixture(scope="module")
-def shots(service: RunningService, redis_url: str, site: Site) -> Iterator[dict[str, Future[httpx.Response]]]:
+def shots(service: RunningService, redis_url: str, site: Site) -> Iterator[Shots]:
     """The service's default full page of each page, all asked for at once as the module starts (two at a
     time, the workers' number), so they are taken while the plain browser takes its own."""
     org = asyncio.run(create_org(redis_url, quota=1000, concurrency=4))
@@ -52,11 +61,11 @@ def shots(service: RunningService, redis_url: str, site: Site) -> Iterator[dict[
                 "access_key": org.access_key, "url": site.url(path), "full_page": "true",
                 "ignore_host_errors": "true"})  # the challenge pages answer 403, as their sites did
 
-        yield {path: pool.submit(take, path) for path in SAVED + HIDING}
+        yield Shots({path: pool.submit(take, path) for path in SAVED + HIDING}, take)
 
 
-def _compare(shots: dict[str, Future[httpx.Response]], plain: PlainBrowser, site: Site, path: str) -> None:
-    response = shots[path].result()
+def _compare(shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
+    response = shots.first[path].result()
     assert response.status_code == 200, response.text
     assert "x-service-quality" not in response.headers, response.headers["x-service-quality"]
     shot = decode(response.content)
@@ -65,6 +74,14 @@ def _compare(shots: dict[str, Future[httpx.Response]], plain: PlainBrowser, site
     # A spinner turns for ever: each side draws it where it stood as its shutter fell. Those boxes only are
     # left out, and they must stay small.
     assert sum(w * h for _, _, w, h in moving) <= MOVING_SHARE * reference.width * reference.height, moving
+    if differing_pixels(_without(shot, moving), _without(reference, moving)):
+        # A second pair, as test_fidelity does for the saved pages: their images point at hosts no test reaches,
+        # and on a loaded machine one side drew a failed image's icon a moment before the other (12 pixels of a
+        # saved NYT page, once). A real difference shows in both pairs.
+        again = shots.take(path)
+        assert again.status_code == 200, again.text
+        shot = decode(again.content)
+        reference, moving = plain.capture_with_motion(site.url(path), full_page=True, scroll_delay_ms=100, shown=True)
     assert differing_pixels(_without(shot, moving), _without(reference, moving)) == 0
 
 
@@ -80,13 +97,13 @@ def _without(image: pyvips.Image, boxes: list[Box]) -> pyvips.Image:
 
 @pytest.mark.parametrize("path", SAVED, ids=[path.rsplit("/", 1)[1].removesuffix(".html")[:24] for path in SAVED])
 def test_the_default_full_page_of_a_saved_page_is_a_plain_browsers(
-        shots: dict[str, Future[httpx.Response]], plain: PlainBrowser, site: Site, path: str) -> None:
+        shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
     _compare(shots, plain, site, path)
 
 
 @pytest.mark.parametrize("path", HIDING, ids=["optimize-12000", "optimize-800", "body", "visibility", "fade"])
 def test_a_page_that_hides_itself_is_captured_once_it_shows(
-        shots: dict[str, Future[httpx.Response]], plain: PlainBrowser, site: Site, path: str) -> None:
+        shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
     """Hidden from its first byte until its own timer ends, as an anti-flicker snippet whose script never
     comes: captured when it shows (before issue 45, one white sheet answered 200 with nothing said)."""
     _compare(shots, plain, site, path)

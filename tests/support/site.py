@@ -273,8 +273,9 @@ ROUTES: dict[str, Handler] = {
     "/evidence/traffic.html": lambda q: _html(TRAFFIC),
     # Fetches /echo-binary: the request's headers echoed back as application/octet-stream (a HAR body in base64).
     "/evidence/binary-echo.html": lambda q: _html(
-        "<p>binary echo</p><script>fetch('/echo-binary').then(r => r.arrayBuffer())"
-        ".then(b => document.body.append(b.byteLength));</script>"),
+        "<p>binary echo</p><script>fetch('/echo-binary').then(r => r.arrayBuffer()).then(b => {"
+        "const done = document.createElement('p'); done.id = 'echoed'; done.textContent = b.byteLength;"
+        "document.body.append(done); });</script>"),
     "/echo-binary": lambda q: (200, "application/octet-stream", b""),
     **{f"/quality/{name}.html": functools.partial(lambda page, q: _html(page), page)
        for name, page in QUALITY_PAGES.items()},
