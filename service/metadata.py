@@ -6,13 +6,13 @@ or as compact JSON with \\u escapes (open graph, icon, HTTP headers)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 from render.contract.options import TakeOptions
 from render.contract.timings import server_timing
 from render.contract.wire import JobResult
+from service.times import iso_time
 
 
 def percent_encoded(text: str) -> str:
@@ -22,10 +22,6 @@ def percent_encoded(text: str) -> str:
 
 def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
-
-
-def iso_time(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def present(options: TakeOptions, result: JobResult, stored: dict[str, tuple[str, float]]

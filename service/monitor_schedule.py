@@ -2,7 +2,7 @@
 the `monitors` queue, scheduled with `Queue.enqueue_at` under an id made of the monitor and the due time, and
 moved to the queue when due by the one RQ scheduler holding the queue's lock (the deliverers'). The API schedules
 a monitor's first run and takes runs back when it changes; its sweep schedules again a chain that broke
-(`restart_stalled`); the deliverer's firing (service.monitor_runs) schedules each next run.
+(`restart_stalled`); the deliverer's firing (service.deliverer.monitor_runs) schedules each next run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from render.queue.keys import (
     monitor_key,
 )
 from render.queue.redis_client import text
-from service.metadata import iso_time
+from service.times import iso_time
 
 log = logging.getLogger(__name__)
 STALLED_SECONDS = 20  # a run this overdue whose job does not wait to fire any more: its chain broke (firing takes ms)

@@ -12,6 +12,7 @@ import string
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis
 import redis.asyncio as aioredis
@@ -20,6 +21,9 @@ from redis.typing import EncodableT, FieldT
 from render.queue.keys import ORGS_KEY, access_key_key
 from render.queue.keys import org_key as _org_key
 from render.queue.redis_client import text
+
+if TYPE_CHECKING:
+    from service.settings import ServiceSettings
 
 
 def _access_key_key(access_key: str) -> str:
@@ -124,6 +128,15 @@ class OrganisationStore:
             updates["signing_key"] = signing_key
         await self._redis.hset(_org_key(org.id), mapping=updates)
         return await self.get(org.id)  # type: ignore[return-value]
+
+    async def ensure_configured(self, service: ServiceSettings) -> Organisation | None:
+        """The organisation of SCREENSHOT_ACCESS_KEY (named `default`) as its settings describe it, when the
+        variable is set: the API makes sure of it at start, `run` before it prints the key."""
+        if not service.access_key:
+            return None
+        return await self.ensure(
+            "default", service.access_key, signing_key=service.signing_key, quota=service.default_quota,
+            concurrency=service.default_concurrency, require_signature=service.require_signature)
 
     async def get(self, org_id: str) -> Organisation | None:
         return self._from_fields(org_id, await self._redis.hgetall(_org_key(org_id)))

@@ -17,6 +17,7 @@ from render.contract.errors import ServiceError
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
 from service import metadata
+from service.times import iso_time
 from storage import Storage
 from storage.local import file_signature, sign_file_url
 
@@ -162,10 +163,10 @@ def present_monitor_run(monitor_id: str, run: dict[str, Any], reference: str, tr
 def present_run(run: dict[str, Any], links: Links) -> dict[str, Any]:
     """A run as the API and webhooks show it: its keys become fresh links."""
     shown = {name: value for name, value in run.items() if name not in ("storage_key", "diff_key")}
-    shown["due"] = metadata.iso_time(run["due"])
-    shown["finished"] = metadata.iso_time(run["finished"])
+    shown["due"] = iso_time(run["due"])
+    shown["finished"] = iso_time(run["finished"])
     for name, key in (("screenshot", run.get("storage_key")), ("diff", run.get("diff_key"))):
         if key:
             url, expires = links.url(key)
-            shown[name] = {"url": url, "expires": metadata.iso_time(expires)}
+            shown[name] = {"url": url, "expires": iso_time(expires)}
     return shown

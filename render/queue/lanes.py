@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 import redis
 
+from render.contract.wire import JobRequest
 from render.queue.keys import IN_FLIGHT_KEY, LANE_GROUP, alive_key, job_key
 from render.queue.records import Absences, job_record_ttl
 from render.queue.redis_client import text
@@ -54,6 +57,16 @@ if #ARGV > 5 then
 end
 return 1
 """
+
+
+
+def offer_call(lane: str, job: JobRequest, kind: str, max_queue: int, record: dict[str, str] | None
+               ) -> tuple[list[str], list[Any]]:
+    """The keys and arguments of OFFER for `job` (and its `record`, when given), for either client's script."""
+    fields = [part for pair in (record or {}).items() for part in pair]
+    return ([lane, job_key(job.reference)],
+            [max_queue, kind, job.reference, orjson.dumps(job.to_json()).decode(), job_record_ttl(), *fields])
+
 
 # KEYS: the lanes. The jobs waiting in all of them.
 WAITING = _WAITING + """

@@ -86,6 +86,11 @@ def job_record_ttl() -> int:
     return _job_record_ttl
 
 
+def queued_fields(organisation: str, **more: str) -> dict[str, str]:
+    """A new job's record: its organisation, `queued` since now, and `more` (an async job's payload, a monitor's id)."""
+    return {"organisation": organisation, "status": "queued", "created": str(time.time()), **more}
+
+
 def record_job(pipe: redis.client.Pipeline, reference: str, fields: dict[str, str]) -> None:
     """Queue an update of a job's record on `pipe`, keeping the record's lifetime."""
     pipe.hset(job_key(reference), mapping=fields)  # type: ignore[arg-type]

@@ -156,7 +156,7 @@ class Finisher:
 
     def _store_slices(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """full_page_slices: each band the capture cut from the final image stored, and a manifest of them (the
-        API serves it with fresh links: service/routes/account.py)."""
+        API serves it with fresh links: its /slices route)."""
         for index, piece in enumerate(output.slices):
             key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
                             piece.body, output.content_type)

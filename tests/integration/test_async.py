@@ -230,7 +230,7 @@ def test_a_pending_delivery_survives_a_deliverer_restart(isolated: RunningServic
 
 def test_the_deliverer_stops_at_once_on_sigterm(isolated: RunningService) -> None:
     """SIGTERM ends an idle webhook deliverer within seconds, with status 0: it serves again after a Redis error
-    (service.webhooks.run_deliverer), never after being told to stop."""
+    (service.deliverer.main.run_deliverer), never after being told to stop."""
     process = isolated.processes["webhooks"]
     time.sleep(2)  # serving: RQ's worker registered and waiting for a delivery
     process.terminate()

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from render.contract.options import parse_take_options
-from service.cache import cache_key
+from service.api.cache import cache_key
 from tests.conftest import Org, RunningService
 from tests.support.images import decode, near, rgb_at
 from tests.support.pages.watch import IMAGE_BOX, LivePage

@@ -42,7 +42,7 @@ def test_health_check_of_each_role(service: RunningService) -> None:
 
 
 def test_health_check_finds_the_role_running_here(tmp_path: Path) -> None:
-    from service.health import running_role
+    from service.cli.healthcheck import running_role
 
     def process(pid: int, *argv: str) -> None:
         (tmp_path / str(pid)).mkdir()

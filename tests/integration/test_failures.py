@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from service import error_reference
+from service.api import error_reference
 from tests.conftest import Org
 from tests.support.site import Site
 

@@ -19,8 +19,8 @@ import redis
 from render.contract.errors import RequestNotValid
 from render.queue.deliveries import Delivery
 from render.settings import RenderSettings
+from service.deliverer.webhooks import Courier, DeliveryFailed
 from service.settings import ServiceSettings, Settings, default_workers
-from service.webhooks import Courier, DeliveryFailed
 from storage.settings import StorageSettings
 from tests.conftest import Org
 from tests.support.images import decode, rgb_at

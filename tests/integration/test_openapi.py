@@ -26,7 +26,7 @@ from animate.options import NOT_FOR_RECORDINGS
 from render.browser.chromium import chromium_binary
 from render.contract.options import TakeOptions
 from render.settings import RenderSettings
-from service.error_reference import ENTRIES
+from service.api.error_reference import ENTRIES
 from tests.conftest import Org
 from tests.support.images import decode
 from tests.support.servers import RunningService

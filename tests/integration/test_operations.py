@@ -12,8 +12,8 @@ import redis
 
 from render.queue.redis_client import RedisTarget
 from render.worker.main import worker_connection
+from service.deliverer.main import deliverer_connection
 from service.settings import default_workers
-from service.webhooks import deliverer_connection
 from tests.conftest import Org
 from tests.support.site import Site
 

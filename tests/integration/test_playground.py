@@ -186,7 +186,7 @@ def test_the_sdk_table_matches_the_pinned_sdks() -> None:
     from animate.options import NOT_FOR_RECORDINGS, AnimateOptions
     from render.contract.options import TakeOptions
 
-    table = json.loads((ROOT / "service" / "playground" / "sdks.json").read_text())
+    table = json.loads((ROOT / "service" / "api" / "playground" / "sdks.json").read_text())
     described = subprocess.run(["node", str(ROOT / "tests" / "sdk" / "node_calls.mjs")], input='{"describe": true}',
                                capture_output=True, text=True, check=True, timeout=60)
     node = {kind: set(methods) for kind, methods in json.loads(described.stdout).items()}

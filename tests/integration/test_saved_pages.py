@@ -22,7 +22,7 @@ import pyvips
 import redis
 
 from render.contract.options import parse_take_options
-from service.cache import cache_key
+from service.api.cache import cache_key
 from tests.conftest import Org, RunningService, create_org
 from tests.support.images import decode, rgb_at
 from tests.support.pages.fidelity import REAL_PAGES

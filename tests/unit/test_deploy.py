@@ -21,8 +21,8 @@ import yaml
 
 from render.queue.keys import LANE_GROUP, LANE_KEY
 from render.settings import PROXY_VARIABLE, RenderSettings
-from service.cli import build_parser
-from service.routes.operations import router as operations
+from service.api.routes.operations import router as operations
+from service.cli.main import build_parser
 from service.settings import ServiceSettings, load_settings
 from storage.settings import StorageSettings
 

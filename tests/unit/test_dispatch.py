@@ -14,7 +14,7 @@ from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import LANE_KEY, result_key
 from render.settings import RenderSettings
 from render.worker.finishing import MESSAGE_LIMIT_BYTES, Finisher
-from service.dispatch import Dispatcher
+from service.api.dispatch import Dispatcher
 from service.errors import TemporaryUnavailable
 from service.organisations import Organisation
 from service.quota import QuotaKeeper

@@ -9,7 +9,7 @@ import pytest
 from animate.options import AnimateOptions
 from render.contract import formats
 from render.contract.options import TakeOptions, parse_take_options
-from service import openapi
+from service.api import openapi
 
 
 def test_the_models_offer_exactly_the_registered_formats() -> None:

@@ -1,0 +1,248 @@
+"""The tabs a worker's jobs run on: the page kept for an organisation's next job, a spare tab prepared in
+the background, or a new one, all on the supervised Chromium.
+
+A worker runs one job at a time. With settings.reuse_contexts, the page of an organisation's job is kept
+for its next job, wiped (render.browser.wiping). Otherwise (another organisation, reuse off) the job takes
+a spare tab in a fresh context, prepared in the background while the previous job ran; the spare is kept
+only while it can serve: with no kept page, or while jobs switch between organisations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from playwright.async_api import Browser, BrowserContext
+
+from render.browser.chromium import Chromium
+from render.browser.supervisor import Supervisor
+from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab, bring_to_front, open_page, open_tab
+from render.browser.wiping import wiped
+from render.settings import RenderSettings
+
+log = logging.getLogger(__name__)
+TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
+
+
+class TabPool:
+    """Hands out clean tabs on one supervised Chromium, one job at a time."""
+
+    def __init__(self, settings: RenderSettings, proxy_url: str | None = None) -> None:
+        self.settings = settings
+        self.chromium = Chromium(settings, proxy_url)
+        self.supervisor = Supervisor(self.chromium, restart_after=settings.jobs_per_browser)
+        self._prepared: asyncio.Task[Tab] | None = None
+        # The page kept from the last job (settings.reuse_contexts), and its owner.
+        self._warm: tuple[str, Tab] | None = None
+        self._releasing: asyncio.Future[None] | None = None
+        self._release_held = asyncio.Event()  # release_soon's tab waits for it
+        self._switching = False  # the last job found a page kept for another organisation
+        self._closed = False
+        self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
+        self.memory_reliefs = 0  # times Chromium was told to free its caches (settings.chromium_memory_mb)
+
+    @property
+    def restarts(self) -> int:
+        """Chromium's crashes found and restarts made."""
+        return self.supervisor.restarts
+
+    @property
+    def chrome_version(self) -> str:
+        """Full version of the running Chromium ("156.0.8078.79")."""
+        return self.chromium.version
+
+    async def _browser(self) -> Browser:
+        await self.supervisor.ensure()
+        assert self.chromium.browser is not None
+        return self.chromium.browser
+
+    async def _new_tab(self) -> Tab:
+        return await open_tab(await self._browser(), self.chromium.version)
+
+    async def _new_page(self, context: BrowserContext) -> Tab:
+        return await open_page(context, self.chromium.version)
+
+    async def acquire(self, owner: str | None = None, *, blank: bool = False) -> Tab:
+        """A clean tab at the default viewport: the page kept for `owner`, else the spare tab, else a new
+        one. `blank`: a page whose document has an opaque origin of its own (an html or markdown source is
+        written into it): a kept page's own about:blank keeps the origin of the page it unloaded, so the
+        browser navigates it to about:blank anew (10-20 ms; a new page cost 130 ms)."""
+        releasing, self._releasing = self._releasing, None
+        if releasing is not None:
+            self.release_now()
+            await asyncio.gather(releasing, return_exceptions=True)
+        if self.supervisor.crashed():
+            # Chromium died: whatever was being prepared on it will never finish.
+            await self._discard_prepared()
+            await self._discard_warm()
+        warm = await self._warm_tab(owner)
+        if warm is not None and blank:
+            # Navigated by the browser (not by its page), about:blank is a document of an opaque origin of its
+            # own, with nothing of the origin the page held (tests/integration/test_context_reuse.py).
+            await warm.page.goto("about:blank", timeout=TAB_TIMEOUT_SECONDS * 1000)
+        return warm or await self._fresh_tab(spare=not self._keeps(owner))
+
+    def _keeps(self, owner: str | None) -> bool:
+        """Whether `owner`'s job runs on a page kept for its next job."""
+        return owner is not None and self.settings.reuse_contexts
+
+    async def _warm_tab(self, owner: str | None) -> Tab | None:
+        """The page kept for `owner`, if any; another owner's kept context is closed (they never share)."""
+        warm, self._warm = self._warm, None
+        if warm is None:
+            return None
+        kept_for, tab = warm
+        self._switching = kept_for != owner
+        if kept_for != owner or not (tab.context.browser and tab.context.browser.is_connected()):
+            await tab.close()
+            return None
+        try:
+            # A page that is not its window's active tab gets no rendering updates in headless Chromium
+            # (lazy loading, IntersectionObserver and animation frames would wait for it to be shown).
+            await asyncio.wait_for(bring_to_front(tab), TAB_TIMEOUT_SECONDS)
+        except Exception:
+            log.warning("a kept page could not be brought to front; using a new context", exc_info=True)
+            await tab.close()
+            return None
+        self.reuses += 1
+        return tab
+
+    def _spare_wanted(self) -> bool:
+        """Whether a spare tab may serve the next job: no page is kept, or jobs switch organisations."""
+        return self._warm is None or self._switching
+
+    async def _fresh_tab(self, *, spare: bool) -> Tab:
+        """The spare tab, else a new one; with `spare`, the next spare starts being created meanwhile."""
+        tab = await self._spare_tab()
+        if tab is None:
+            tab = await asyncio.wait_for(self._new_tab(), TAB_TIMEOUT_SECONDS)
+        if spare or self._switching:
+            self.prepare()  # the next job's tab is created while this one runs
+        return tab
+
+    async def _spare_tab(self) -> Tab | None:
+        """The prepared tab, when it was made and its browser still runs."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        try:
+            tab = await asyncio.wait_for(prepared, TAB_TIMEOUT_SECONDS)
+        except Exception:
+            log.warning("prepared tab failed; creating one now", exc_info=True)
+            return None
+        if tab.context.browser and tab.context.browser.is_connected():
+            return tab
+        await tab.close()
+        return None
+
+    async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
+                      origins: Iterable[str] = ()) -> None:
+        """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
+        when due, and prepare a spare tab when one may serve."""
+        restart_due = self.supervisor.job_done(healthy=healthy)
+        for helper in tab.helpers.values():
+            helper.switch_off()
+        # Measured while the page is wiped (the answer takes a round trip to Chromium).
+        measuring = None if restart_due or not self.settings.chromium_memory_mb else asyncio.ensure_future(
+            self.chromium.private_memory())
+        kept = None
+        if owner is not None and self._keeps(owner) and not restart_due and not tab.crashed \
+                and not tab.credentials_used:
+            kept = await wiped(tab, origins, self._new_page)
+        if kept is not None:
+            assert owner is not None
+            self._warm = (owner, kept)
+        elif not await tab.close():
+            log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
+            restart_due = True
+        if restart_due:
+            await self.restart()
+        if measuring is not None:
+            await self._relieve_memory(measuring, kept)
+        if self._spare_wanted():
+            self.prepare()
+        else:
+            await self._discard_prepared()  # the kept context serves the next job
+
+    async def _relieve_memory(self, measuring: asyncio.Future[int], kept: Tab | None) -> None:
+        """When the memory `measuring` found is over settings.chromium_memory_mb, have Chromium free its caches
+        and the kept page's renderer collect the job's JavaScript garbage (memory pressure alone leaves it)."""
+        try:
+            held = await measuring
+            if held > self.settings.chromium_memory_mb * 2**20:
+                await asyncio.gather(self.chromium.relieve_memory(),
+                                     *([kept.cdp.send("HeapProfiler.collectGarbage")] if kept else []))
+                self.memory_reliefs += 1
+                log.debug("chromium held %d MiB of private memory; told to free it", held // 2**20)
+        except Exception:  # Chromium restarting or gone: the next job starts a new one anyway
+            log.debug("could not measure or relieve chromium's memory", exc_info=True)
+
+    def release_soon(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
+                     origins: Iterable[str] = ()) -> None:
+        """`release` in the background once `release_now` is called (the job's result is out) or the next
+        tab is asked for, whichever comes first: the clean-up (closing a context, wiping a page, preparing
+        the spare) takes CPU the result's way out to the caller would otherwise share."""
+        held = self._release_held = asyncio.Event()
+
+        async def when_let() -> None:
+            await held.wait()
+            await self.release(tab, healthy=healthy, owner=owner, origins=origins)
+
+        self._releasing = asyncio.ensure_future(when_let())
+
+    def release_now(self) -> None:
+        """Let the tab given to `release_soon` be cleaned up now (from the loop's thread)."""
+        self._release_held.set()
+
+    async def _discard_warm(self) -> None:
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            await warm[1].close()
+
+    def prepare(self) -> None:
+        """Start creating the next tab in the background (no-op when one is being prepared)."""
+        if self._prepared is None and not self._closed:
+            self._prepared = asyncio.ensure_future(self._new_tab())
+
+    async def probe(self) -> None:
+        """Raise unless a tab can be had now: Chromium launched, a page opened in a context of its own and a
+        script run in it. The tab stays the spare, prepared for the next job."""
+        if self._prepared is not None and self._prepared.done() and (
+                self._prepared.cancelled() or self._prepared.exception() is not None):
+            self._prepared = None  # a failed preparation: try again
+        self.prepare()
+        assert self._prepared is not None
+        try:
+            tab = await asyncio.wait_for(asyncio.shield(self._prepared), TAB_TIMEOUT_SECONDS)
+            await asyncio.wait_for(tab.run("() => 1 + 1"), TAB_TIMEOUT_SECONDS)
+        except BaseException:
+            await self._discard_prepared()
+            raise
+
+    async def restart(self) -> None:
+        """Close Chromium now; the next tab starts a new one."""
+        await self._discard_prepared()
+        await self._discard_warm()
+        await self.supervisor.restart()
+
+    async def _discard_prepared(self) -> None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return
+        if not prepared.done():
+            prepared.cancel()
+        try:
+            tab = await asyncio.wait_for(prepared, CLOSE_TIMEOUT_SECONDS)
+        except BaseException:
+            return
+        await tab.close()
+
+    async def close(self) -> None:
+        """Stop Chromium and Playwright (after any clean-up still running)."""
+        self._closed = True
+        if self._releasing is not None:
+            self.release_now()
+            await asyncio.gather(self._releasing, return_exceptions=True)
+        await self.restart()
+        await self.chromium.close()

@@ -1,0 +1,169 @@
+"""A tab: a page in its own browser context, with a CDP session for captures; how one is opened.
+
+Every tab starts at the default viewport and user agent; device emulation is applied per job over CDP
+(render.page.emulation). Service workers are removed from every frame, and requests carrying credentials
+in their URL are watched (a context that saw some is never kept for another job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from playwright.async_api import Browser, BrowserContext, CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+from render.browser.client_hints import user_agent_override
+from render.contract.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, Viewport, desktop_user_agent
+
+log = logging.getLogger(__name__)
+NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
+CLOSE_TIMEOUT_SECONDS = 10
+# Requests with a user or password in their URL (XMLHttpRequest.open with credentials, a page navigating to
+# http://user:password@host/) are paused, to be seen: Chromium keeps such credentials in its HTTP auth cache,
+# which no DevTools command clears, so a page that used some is not kept. Only URLs holding an "@" pause.
+CREDENTIAL_URLS = {"patterns": [{"urlPattern": "*@*", "requestStage": "Request"}]}
+
+
+class PageHelper(Protocol):
+    """Something a job installed in its page for the page's lifetime, off between jobs."""
+
+    def switch_off(self) -> None: ...
+
+
+@dataclass
+class Tab:
+    """A page in its own context, with a CDP session for captures."""
+
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+    # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
+    # listeners, extra headers): such a page is not reused for the next job.
+    dirty: bool = False
+    # Every origin whose documents this context has held (what the egress proxy saw and what the frames
+    # showed, over all its jobs): all are wiped after each job, so state written to an origin without
+    # a connection of that job's (an inherited about:blank, say) is wiped too.
+    held_origins: set[str] = field(default_factory=set)
+    crashed: bool = False  # its renderer died (the page's "crash" event)
+    # A request of the page carried a user or password in its URL (CREDENTIAL_URLS): the context may hold
+    # them in its HTTP auth cache, so it is not kept.
+    credentials_used: bool = False
+    # Who continues the page's paused requests when one asks to see them all (render.page.request_context).
+    on_request: Callable[[dict[str, Any]], None] | None = None
+    # Page-side helpers installed for the page's lifetime (an init script with its binding: render.page.consent),
+    # by name. A job switches on the ones it wants; all are switched off when it is over, so they do not
+    # make the page dirty.
+    helpers: dict[str, PageHelper] = field(default_factory=dict)
+    _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
+
+    def paused(self, event: dict[str, Any]) -> None:
+        """A request paused by Fetch (CREDENTIAL_URLS, or every request for `on_request`)."""
+        parts = urlsplit(event["request"]["url"])
+        if parts.username or parts.password:
+            self.credentials_used = True
+        if self.on_request is not None:
+            self.on_request(event)
+        else:
+            task = asyncio.ensure_future(self._continue(event["requestId"]))
+            self._continuing.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(self._continuing.discard)
+
+    async def _continue(self, request_id: str) -> None:
+        with contextlib.suppress(Exception):  # cancelled meanwhile, or the page closed
+            await self.cdp.send("Fetch.continueRequest", {"requestId": request_id})
+
+    async def run(self, function: str, argument: Any = None) -> Any:
+        """Call `function` (a JavaScript function's source, of one JSON argument) in the page's main world and
+        return its JSON result (awaited when it is a promise), as `Page.evaluate` does. Straight over CDP: the
+        first call on a new document costs 2 ms rather than Playwright's 6 (its execution-context tracking,
+        its utility world), each later call about 0.7 ms less. A script that throws raises Playwright's
+        `Error`, as `Page.evaluate` does."""
+        answer = await self.cdp.send("Runtime.evaluate", {
+            "expression": f"({function})({json.dumps(argument)})", "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in answer:
+            details = answer["exceptionDetails"]
+            raise PlaywrightError(str(details.get("exception", {}).get("description") or details.get("text")))
+        result = answer.get("result", {})
+        if "unserializableValue" in result:  # NaN, Infinity, -0, a BigInt
+            value = result["unserializableValue"]
+            return int(value[:-1]) if value.endswith("n") else float(value)
+        return result.get("value")
+
+    async def close(self) -> bool:
+        """Close the tab's context; False when it did not close in time (a hung renderer)."""
+        try:
+            await asyncio.wait_for(self.context.close(), CLOSE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return False
+        except Exception:  # the browser may already be gone; nothing left to free then
+            log.debug("context close failed", exc_info=True)
+        return True
+
+
+# The tab each browser last brought to the foreground, until a page opens in it (the spare tab, a popup, a new
+# page in a kept context), which may take the foreground: headless Chromium renders only its active tab
+# (lazy loading, IntersectionObserver and animation frames wait; a capture fails).
+_front: weakref.WeakKeyDictionary[Browser, Tab] = weakref.WeakKeyDictionary()
+
+
+async def bring_to_front(tab: Tab) -> None:
+    """Make `tab` its browser's active tab, unless it is known to be already (a round trip to Chromium saved
+    for each job, and for each frame of a recording)."""
+    browser = tab.context.browser
+    if browser is not None and _front.get(browser) is tab:
+        return
+    await tab.cdp.send("Page.bringToFront")
+    if browser is not None:
+        _front[browser] = tab
+
+
+def _page_opened(context: BrowserContext) -> None:
+    if context.browser is not None:
+        _front.pop(context.browser, None)
+
+
+async def open_tab(browser: Browser, chrome_version: str) -> Tab:
+    """A new context at the default viewport, with one page in it."""
+    major = chrome_version.split(".")[0]
+    context = await browser.new_context(
+        viewport={"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT},
+        user_agent=desktop_user_agent(major),
+        service_workers="block",
+        accept_downloads=False,
+    )
+    context.on("page", lambda _page: _page_opened(context))
+    try:
+        # service_workers="block" alone still lets a page register one (seen with Chromium 156):
+        # the API is removed from every frame before any page script runs.
+        await context.add_init_script(NO_SERVICE_WORKERS)
+        return await open_page(context, chrome_version)
+    except BaseException:
+        await context.close()
+        raise
+
+
+async def open_page(context: BrowserContext, chrome_version: str) -> Tab:
+    """A new page in `context`, with its CDP session, the default agent's client hints and the credential watch."""
+    page = await context.new_page()
+    cdp = await context.new_cdp_session(page)
+    tab = Tab(context, page, cdp)
+    # The default agent's client hints: Chrome's brands, not "HeadlessChrome" (render.browser.client_hints).
+    override, _ = user_agent_override(desktop_user_agent(chrome_version.split(".")[0]), chrome_version)
+    await cdp.send("Emulation.setUserAgentOverride", override)
+    # The default viewport's metrics, as the context set them on Playwright's own session, set on this one too:
+    # a capture beyond the viewport through a session with no metrics of its own lays the page out for the
+    # headless shell's own screen instead (a saved news page's `max-device-width: 1024px` rules applied in its
+    # full page, and in no plain browser's).
+    await cdp.send("Emulation.setDeviceMetricsOverride", Viewport().device_metrics())
+    page.once("crash", lambda _page: setattr(tab, "crashed", True))
+    cdp.on("Fetch.requestPaused", tab.paused)
+    await cdp.send("Fetch.enable", CREDENTIAL_URLS)
+    return tab

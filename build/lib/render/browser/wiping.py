@@ -1,0 +1,91 @@
+"""Wiping a job's page so the same organisation's next job can reuse it (settings.reuse_contexts).
+
+The page is unloaded (about:blank), its history reset and the storage, cache, cookies and permissions of
+every origin it reached wiped. Creating a page costs Chromium about as much CPU as loading and capturing a
+simple one; navigating the kept page costs nothing extra. A job that changed the page's own settings
+(device emulation, routes, init scripts, listeners: `Tab.dirty`) gets its page replaced by a new one in the
+same context instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from playwright.async_api import BrowserContext, Frame
+
+from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab
+from render.net.traffic import web_origin
+
+log = logging.getLogger(__name__)
+# sessionStorage and window.name belong to the tab, not to an origin's storage: forgotten in every frame.
+FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window === top) window.name = ''; } }"
+# The main frame forgets, then unloads its document (its scripts stop, its requests are cancelled).
+FORGET_AND_UNLOAD = ("() => { try { sessionStorage.clear(); } catch { /* an opaque origin has none */ } "
+                     "window.name = ''; location.replace('about:blank'); }")
+# A kept context whose jobs reached more origins than this is closed rather than wiped origin by origin.
+MAX_HELD_ORIGINS = 200
+
+
+async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserContext], Awaitable[Tab]]
+                ) -> Tab | None:
+    """Unload the job's page (or replace it through `new_page`, when the job changed its settings), wipe what
+    the job left in the context (cookies, storage and cache of every origin it reached, permissions): the
+    page to keep. None when that fails or costs more than a new context (the caller then closes it)."""
+    held = tab.held_origins | set(origins) | {origin for frame in tab.page.frames
+                                              if (origin := web_origin(frame.url))}
+    if len(held) > MAX_HELD_ORIGINS:
+        return None  # a new context holds nothing, and costs less than wiping them all every job
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
+            for other in tab.context.pages:
+                if other != tab.page:
+                    await other.close()  # popups the job's page opened
+            if tab.page.url == "about:blank":
+                # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
+                # this document swaps its renderer host, after which the page's CDP session is lost.
+                tab.dirty = True
+            if not tab.dirty:
+                await unload(tab)
+            kept = tab
+            if tab.dirty:
+                await tab.page.close()
+                kept = await new_page(tab.context)
+            kept.held_origins = held
+            # Independent of one another: sent together.
+            await asyncio.gather(
+                *([kept.cdp.send("Page.resetNavigationHistory")] if kept is tab else []),
+                *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                  for origin in sorted(held)),
+                kept.cdp.send("Network.clearBrowserCache"), tab.context.clear_cookies(),
+                tab.context.clear_permissions())
+    except Exception:
+        log.warning("could not wipe a page for reuse; closing its context", exc_info=True)
+        return None
+    return kept
+
+
+async def unload(tab: Tab) -> None:
+    """Forget the job's document: sessionStorage and window.name, then the document itself (its history is
+    reset with the wipe). Navigated from the page itself, about:blank stays in the page's renderer, which
+    the next job then reuses for the same site."""
+    main = tab.page.main_frame
+    with contextlib.suppress(Exception):  # a frame may be gone or detached meanwhile
+        await asyncio.gather(*(frame.evaluate(FORGET_TAB_STATE) for frame in tab.page.frames if frame != main))
+    # A plain event, not `wait_for_url`: Playwright's waiters send the driver about nine messages each.
+    unloaded = asyncio.get_running_loop().create_future()
+
+    def on_navigated(frame: Frame) -> None:
+        if frame == main and frame.url == "about:blank" and not unloaded.done():
+            unloaded.set_result(None)
+
+    tab.page.on("framenavigated", on_navigated)
+    try:
+        # Straight to CDP: Playwright's evaluate costs a few milliseconds more (its utility world, its
+        # serialisation), on the way to the next job's page.
+        await tab.cdp.send("Runtime.evaluate", {"expression": f"({FORGET_AND_UNLOAD})()"})
+        await unloaded
+    finally:
+        tab.page.remove_listener("framenavigated", on_navigated)

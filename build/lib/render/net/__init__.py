@@ -1,0 +1,1 @@
+"""The network: which addresses captures may reach, and the egress proxy that enforces it on every connection."""

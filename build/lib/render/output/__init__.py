@@ -1,0 +1,1 @@
+"""The output: image post-processing, effects, metadata, documents and vision."""

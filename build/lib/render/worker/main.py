@@ -1,0 +1,159 @@
+"""`screenshot-service worker`: keeps Chromium warm, never forks per job, and serves the capture jobs of its
+lanes (render.queue.lanes), those whose client waits and async ones alike."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from dataclasses import replace
+
+import orjson
+import redis
+
+from render.contract.options import TakeOptions
+from render.contract.wire import JobRequest
+from render.queue import async_jobs, lanes
+from render.queue.keys import lane_key
+from render.queue.redis_client import RedisTarget, replicas_have
+from render.settings import RenderSettings
+from render.worker.runtime import Work, WorkerRuntime
+from storage import StorageSettings, open_storage
+
+log = logging.getLogger(__name__)
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+TAKE_BLOCK_SECONDS = 30  # the longest blocking read of the lanes
+RECONNECT_SECONDS = 1.0
+SOCKET_MARGIN_SECONDS = 15  # beyond the longest blocking read, for a loaded Redis to answer
+UNHEALTHY_SLEEP_SECONDS = 0.5  # between looks at whether a probe of the browser is due (render.worker.health)
+
+
+def fewer_malloc_arenas() -> None:
+    """Two glibc malloc arenas for the worker, its driver and Chromium instead of up to eight per core:
+    their threads otherwise each keep freed memory of their own (about 10 MB less in all, measured)."""
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # the driver and Chromium start later, with this environment
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)
+
+
+class CaptureWorker:
+    """Takes jobs from its lanes (render.queue.lanes) one at a time and serves them on the warm runtime: a
+    job whose client waits is rendered and published on its reply channel; an async job is also finished
+    (quota, record, webhook). The first SIGTERM/SIGINT stops the worker once the job in hand is done (at
+    once when idle); a second one stops it now."""
+
+    def __init__(self, connection: redis.Redis, runtime: WorkerRuntime, lanes_served: list[str], name: str) -> None:
+        self.connection = connection
+        self.runtime = runtime
+        self.lanes = lanes_served  # regions' lanes first, the common one last
+        self.name = name
+        self._stopping = False
+        self._serving = False
+        self._undone: list[lanes.Taken] = []  # served, but Redis was away when they were to leave the lane
+
+    def work(self, burst: bool = False) -> None:
+        """Serve until stopped (burst: until the lanes are empty)."""
+        previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            lanes.ensure_groups(self.connection, self.lanes)
+            while not self._stopping:
+                try:
+                    while self._undone:
+                        lanes.done(self.connection, self._undone[0])
+                        self._undone.pop(0)
+                    if not self.runtime.can_render():  # no job for a worker whose browser cannot render
+                        time.sleep(UNHEALTHY_SLEEP_SECONDS)
+                        continue
+                    taken = lanes.take(self.connection, self.name, self.lanes, None if burst else TAKE_BLOCK_SECONDS)
+                    if not taken and burst:
+                        return
+                    for surplus in taken[1:]:  # several lanes filled at once: render one, offer the others again
+                        lanes.give_back(self.connection, self.name, surplus)
+                    if taken:
+                        self._serve(taken[0])
+                except (redis.ConnectionError, redis.TimeoutError) as error:
+                    log.warning("worker %s lost Redis (%s); retrying in %s s", self.name, error, RECONNECT_SECONDS)
+                    time.sleep(RECONNECT_SECONDS)
+        except _Stop:
+            pass
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def _on_signal(self, number: int, _frame: object) -> None:
+        if self._stopping:
+            log.warning("worker %s stopping now (second signal)", self.name)
+            raise SystemExit(128 + number)
+        self._stopping = True
+        if not self._serving:
+            raise _Stop  # idle: break off the blocking read (a job taken meanwhile is offered again)
+        log.info("worker %s stops after its current job", self.name)
+
+    def _serve(self, taken: lanes.Taken) -> None:
+        """Render one job, if it is still this worker's; the entry leaves the lane either way."""
+        self._serving = True
+        try:
+            try:
+                job = JobRequest.from_json(orjson.loads(taken.job))
+            except (ValueError, TypeError, KeyError, AttributeError):  # not a JobRequest's JSON
+                log.error("worker %s dropped a malformed job from %s: %.200s", self.name, taken.lane, taken.job)
+                self._leave(taken)
+                return
+            if not lanes.start(self.connection, self.name, taken):
+                log.warning("job %s was taken back from worker %s (it seemed gone); left to the worker it "
+                            "went to", taken.reference, self.name)
+                return
+            try:
+                if taken.kind == lanes.ASYNC:
+                    # Time spent waiting in the lane is not the capture's: its timeout starts now.
+                    job = replace(job, deadline=time.time() + job.timeout)
+                    async_jobs.finish(self.connection, job, self.runtime.handle(job))
+                    replicas_have(self.connection)  # its outcome and webhook survive a failover
+                else:
+                    self.runtime.handle(job)  # published on the waiting API's reply channel
+            except Exception:  # Redis lost while finishing: the waiting API or the sweep of orphans answers
+                log.exception("worker %s could not finish job %s", self.name, job.reference)
+            self._leave(taken)
+        finally:
+            self._serving = False
+
+    def _leave(self, taken: lanes.Taken) -> None:
+        """The entry off its lane; retried before the next job when Redis is away now."""
+        self._undone.append(taken)
+        lanes.done(self.connection, taken)
+        self._undone.remove(taken)
+
+
+class _Stop(Exception):
+    """Raised by the signal handler to end an idle worker's blocking read."""
+
+
+def worker_connection(target: RedisTarget) -> redis.Redis:
+    """The worker's Redis client. redis-py's default socket timeout (5 s) would cut its blocking read short
+    whenever it idles (seen as "lost Redis (Timeout reading from socket)" every few seconds)."""
+    return target.sync(socket_timeout=TAKE_BLOCK_SECONDS + SOCKET_MARGIN_SECONDS)
+
+
+def run_worker(target: RedisTarget, settings: RenderSettings, storage_settings: StorageSettings,
+               *, burst: bool = False, kinds: dict[str, tuple[type[TakeOptions], Work]] | None = None) -> None:
+    """Serve capture jobs until SIGTERM/SIGINT (finishing the current job first)."""
+    fewer_malloc_arenas()
+    connection = worker_connection(target)
+    name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
+    runtime = WorkerRuntime(settings, open_storage(storage_settings), connection, name=name)
+    for kind, (model, work) in (kinds or {}).items():
+        runtime.register(kind, model, work)
+    runtime.start()
+    # A region's jobs first (only workers of that region take them), then those that name none.
+    served = [*(lane_key(region) for region in settings.served_regions()), lane_key(None)]
+    worker = CaptureWorker(connection, runtime, served, name)
+    log.info("worker %s serving %s", name, ", ".join(served))
+    try:
+        worker.work(burst=burst)
+    finally:
+        runtime.stop()

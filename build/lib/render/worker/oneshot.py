@@ -1,0 +1,30 @@
+"""One capture in this process with its own short-lived browser (`screenshot-service take`)."""
+
+from __future__ import annotations
+
+import time
+
+from render.browser.pool import TabPool
+from render.capture.pipeline import Environment, Output, capture
+from render.contract.options import TakeOptions
+from render.net.egress import EgressProxy
+from render.net.policy import NetworkPolicy
+from render.settings import RenderSettings
+
+
+async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
+    """Start Chromium, capture, stop Chromium: the same pipeline the workers run."""
+    policy = NetworkPolicy.from_settings(settings)
+    egress = EgressProxy(policy)
+    await egress.start()
+    tabs = TabPool(settings, egress.url)
+    try:
+        tab = await tabs.acquire()
+        try:
+            env = Environment(settings, policy, tabs.chrome_version, egress)
+            return await capture(options, tab, env, time.monotonic() + options.timeout)
+        finally:
+            await tab.close()
+    finally:
+        await tabs.close()
+        await egress.close()

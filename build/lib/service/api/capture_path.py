@@ -1,0 +1,232 @@
+"""The one capture path of the API: what /take, /animate, bulk, compare and monitors do with a capture once its
+request is read (routes present the outcome). A slot reserved (service.quota), the job sealed and handed to a
+worker (service.api.dispatch) and settled; the cache's single flight and its background refresh; an async start; the
+webhook of a synchronous capture; one page load for several outputs (bulk `optimize`); a sub-request's options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import Any
+
+import anyio
+
+from render.contract import request_params, sealing
+from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
+from render.contract.options import TakeOptions, parse_take_options
+from render.contract.timings import CACHE_HIT
+from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.queue import deliveries
+from render.queue.records import queued_fields
+from service.api import cache
+from service.api.context import AppContext
+from service.organisations import Organisation
+from service.quota import slot_hold
+from storage import StorageError
+
+log = logging.getLogger(__name__)
+
+
+def new_reference() -> str:
+    """A job id: sortable by time, unguessable."""
+    return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
+
+
+def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:
+    """The JobRequest fields of `options`: what may be stored, and every secret of the job (credentials, the
+    vision key) sealed for its worker in one token (render.contract.sealing), never stored as it is."""
+    public, sealed = sealing.seal_job(options, context.settings.render.job_secret, reference)
+    return {"options": public, "sealed": sealed}
+
+
+def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | None:
+    """Where the job's outcome goes, with this API's retry schedule; None without `webhook_url`."""
+    if options.webhook_url is None:
+        return None
+    return context.settings.service.webhook_order(options.webhook_url, sign=options.webhook_sign,
+                                                  errors=options.webhook_errors)
+
+
+async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
+                      trace_id: str, *, store: bool = False, store_key: str | None = None,
+                      keep_body: bool = False) -> JobResult:
+    """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
+    raise the job's error if it failed."""
+    grace = context.settings.service.result_wait_grace
+    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace))
+    success = settled = False
+    try:
+        job = JobRequest(
+            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
+            deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
+            store_result=store, enqueued_at=time.time(), store_key=store_key,
+            keep_body=keep_body or (store and options.response_type == "by_format"), kind=options.job_kind)
+        with context.metrics.in_flight.track_inprogress():
+            result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
+                                                  record=queued_fields(org.id))
+        settled = result is not None and result.settled
+        if result is not None and result.started_at:
+            context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
+        if result is None:
+            result = JobResult(reference, ok=False, error=CaptureTimeout(
+                f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
+                "overloaded: retry, or raise timeout.").to_payload())
+            await context.records.finished(reference, result)
+        if not result.ok:
+            if options.webhook_url is not None:
+                await enqueue_webhook(context, org, options, reference, trace_id, result)
+            raise ServiceError.from_payload(result.error or {})
+        success = True
+        return result
+    finally:
+        # Shielded: a client hanging up must not leave the slot held until it expires.
+        if not settled:
+            await asyncio.shield(context.quota.settle(org, reference, success=success))
+
+
+async def start_async(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
+                      trace_id: str) -> None:
+    """Reserve a slot and queue the job; the worker finishes it (quota, record, webhook)."""
+    grace = context.settings.service.result_wait_grace
+    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace, queued=True))
+    try:
+        job = JobRequest(
+            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
+            deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
+            kind=options.job_kind, webhook=webhook_order(context, options))
+        await context.records.queued(reference, org.id, job=job)
+        await context.dispatcher.submit(job)
+    except BaseException:
+        await asyncio.shield(context.quota.settle(org, reference, success=False))
+        raise
+
+
+async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
+                          trace_id: str, result: JobResult) -> None:
+    """A synchronous capture with webhook_url: the receiver gets what the caller got."""
+    job = JobRequest(reference=reference, organisation=org.id, options=sealing.public_options(options.to_payload()),
+                     trace_id=trace_id, deadline=0, webhook=webhook_order(context, options))
+    await anyio.to_thread.run_sync(deliveries.owe, context.dispatcher.sync_redis, job, result)
+
+
+async def cached_result(context: AppContext, options: TakeOptions, digest: str
+                        ) -> tuple[JobResult, str, bool] | None:
+    """A live entry whose object is still stored, with its bytes when the caller wants them; and whether it is
+    stale (past its TTL, within cache_stale_ttl)."""
+    hit = await context.cache.get(digest)
+    if hit is None or not hit[0].storage_key:
+        return None
+    result, reference, stale = hit
+    key = result.storage_key
+    assert key is not None
+    try:
+        if await anyio.to_thread.run_sync(context.storage.stat, key) is None:
+            return None
+        if options.response_type == "by_format":
+            result.body = await anyio.to_thread.run_sync(lambda: b"".join(context.storage.open(key)))
+    except StorageError:
+        return None
+    result.rendering_seconds = 0.0  # nothing was rendered for this answer
+    result.timings = dict(CACHE_HIT)
+    return result, reference, stale
+
+
+async def render_into_cache(context: AppContext, org: Organisation, options: TakeOptions, digest: str,
+                            reference: str, trace_id: str) -> JobResult:
+    """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it)."""
+    result = await run_capture(context, org, options, reference, trace_id,
+                               store_key=cache.object_key(org.id, digest, options),
+                               keep_body=options.response_type == "by_format")
+    if "blank" not in result.metadata.get("quality", {}).get("flags", []):  # a blank shot: the next one tries again
+        await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
+                                options.cache_stale_ttl or 0)
+    return result
+
+
+async def refresh(context: AppContext, org: Organisation, options: TakeOptions, digest: str, trace_id: str) -> None:
+    """A stale entry rendered again (charged as a capture), unless a render of it already runs."""
+    reference = new_reference()
+    if not await context.cache.take_refresh(digest, reference,
+                                            options.timeout + context.settings.service.result_wait_grace):
+        return
+    try:
+        await render_into_cache(context, org, options.model_copy(update={"response_type": "json"}), digest,
+                                reference, trace_id)
+        log.info("cache entry %s refreshed by %s", digest[:12], reference)
+    except ServiceError as error:  # the stale entry stays until its window ends; the next request tries again
+        log.info("cache entry %s not refreshed: %s: %s", digest[:12], error.code, error.message)
+    except Exception:
+        log.exception("cache entry %s not refreshed", digest[:12])
+    finally:
+        await context.cache.end_refresh(digest, reference)
+
+
+async def run_page_once(context: AppContext, org: Organisation, variants: list[TakeOptions], trace_id: str
+                        ) -> list[tuple[str, JobResult | ServiceError]] | None:
+    """One job loading the page once for every variant: (reference, result or error) each, charged
+    each. None when the organisation's concurrency cannot hold a slot per variant right now."""
+    references = [new_reference() for _ in variants]
+    # The page is loaded with the first variant's options, credentials included; the others only shape
+    # outputs, so theirs are left out.
+    page_fields = job_options(context, variants[0], references[0])
+    grace = context.settings.service.result_wait_grace
+    timeout = max(o.timeout for o in variants)
+    reserved: list[str] = []
+    try:
+        for reference in references:
+            await context.quota.reserve(org, reference, slot_hold(timeout, grace))
+            reserved.append(reference)
+    except ServiceError:
+        for reference in reserved:
+            await context.quota.settle(org, reference, success=False)
+        return None
+    outcomes: list[tuple[str, JobResult | ServiceError]] = []
+    try:
+        first = variants[0]
+        job = JobRequest(
+            reference=references[0], organisation=org.id, **page_fields,
+            trace_id=trace_id, deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
+            store_result=first.response_type == "json", enqueued_at=time.time(),
+            variants=[{"reference": ref, "options": sealing.public_options(o.to_payload()),
+                       "store": o.response_type == "json"}
+                      for ref, o in zip(references[1:], variants[1:], strict=True)])
+        for reference in references:
+            await context.records.queued(reference, org.id)
+        result = await context.dispatcher.run(job, wait_seconds=timeout + grace)
+        if result is None:
+            error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
+            outcomes = [(reference, error) for reference in references]
+        elif not result.ok and not result.variants:  # the page itself failed: every variant with it
+            failure = ServiceError.from_payload(result.error or {})
+            outcomes = [(reference, failure) for reference in references]
+        else:
+            for each in [result, *result.variants]:  # their records: written by the worker
+                outcomes.append((each.reference, each if each.ok else ServiceError.from_payload(each.error or {})))
+        return outcomes
+    finally:
+        succeeded = {reference for reference, outcome in outcomes if isinstance(outcome, JobResult)}
+        for reference in references:
+            await asyncio.shield(context.quota.settle(org, reference, success=reference in succeeded))
+
+
+def entry_options(params: dict[str, Any], answered_here: str | None = None) -> TakeOptions:
+    """/take options of an entry of a JSON body (bulk, compare, monitors), or the error /take would answer.
+    `answered_here`: the entry is answered by the request itself, so async, webhooks and the cache are refused,
+    the message saying why ("with execute=true; ...")."""
+    options = parse_take_options({k: _as_param(v) for k, v in params.items()})
+    request_params.check(options)
+    for name, alias in (("async_", "async"), ("webhook_url", "webhook_url"), ("cache", "cache")):
+        if answered_here is not None and getattr(options, name):
+            raise RequestNotValid(f"{alias} is not available {answered_here}.",
+                                  [ErrorDetail(alias, f"not available {answered_here.split(';')[0]}")])
+    return options
+
+
+def _as_param(value: Any) -> Any:
+    """JSON values as /take's JSON body carries them (numbers as text, like parse_body's)."""
+    if isinstance(value, bool) or isinstance(value, list) or value is None:
+        return value
+    return str(value) if isinstance(value, int | float) else value

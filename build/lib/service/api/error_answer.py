@@ -1,0 +1,16 @@
+"""The JSON error answer every refusal gets, for the middleware that answers before a route (the routes'
+errors go through the app's exception handlers, which use it too)."""
+
+from __future__ import annotations
+
+from fastapi.responses import JSONResponse
+
+from render.contract.errors import ServiceError
+
+
+def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:
+    """The JSON error body (README, Errors) with the error's status."""
+    headers = {"x-service-error-code": error.code}
+    if trace_id:
+        headers["x-service-trace-id"] = trace_id
+    return JSONResponse(error.to_payload(), status_code=error.status, headers=headers)

@@ -1,0 +1,156 @@
+"""`/take` and `/animate` (synchronous, cached, async and webhook captures) and job status."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from animate.options import AnimateOptions, parse_animate_options
+from render.contract import request_params
+from render.contract.errors import ErrorDetail, InternalError
+from render.contract.options import TakeOptions, parse_take_options
+from render.net.policy import check_url
+from render.queue.records import job_record_ttl
+from service.api import cache, openapi
+from service.api.auth import Caller, caller
+from service.api.capture_path import (
+    cached_result,
+    enqueue_webhook,
+    new_reference,
+    refresh,
+    render_into_cache,
+    run_capture,
+    start_async,
+)
+from service.api.context import AppContext
+from service.errors import JobNotFound
+from service.organisations import Organisation
+from service.params import list_fields
+from service.results import Presented, present_success
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
+TAKE_ARRAYS = list_fields(TakeOptions)
+ANIMATE_ARRAYS = list_fields(AnimateOptions)
+
+@router.get("/take", openapi_extra=openapi.query_parameters("take"), responses=openapi.capture_responses("take"),
+            summary="Take a screenshot (parameters in the query)")
+async def take_get(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+    return await take(request, who)
+
+
+@router.post("/take", openapi_extra=openapi.request_body("take"), responses=openapi.capture_responses("take"),
+             summary="Take a screenshot (JSON body and/or query)")
+async def take_post(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+    return await take(request, who)
+
+
+@router.get("/animate", openapi_extra=openapi.query_parameters("animate"),
+            responses=openapi.capture_responses("animate"),
+            summary="Record a page: a video or a scroll animation (parameters in the query)")
+async def animate_get(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+    return await take(request, who, parse_animate_options)
+
+
+@router.post("/animate", openapi_extra=openapi.request_body("animate"),
+             responses=openapi.capture_responses("animate"),
+             summary="Record a page: a video or a scroll animation (JSON body and/or query)")
+async def animate_post(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+    return await take(request, who, parse_animate_options)
+
+
+async def take(request: Request, who: Caller,
+               parse: Callable[[dict[str, Any]], TakeOptions] = parse_take_options) -> Response:
+    """/take and /animate: synchronous, cached, async or with a webhook."""
+    context: AppContext = request.app.state.context
+    started = time.monotonic()
+    trace_id = request.state.trace_id
+    org = who.organisation
+    options = parse(who.params.values)
+    request_params.check(options)
+    if options.webhook_url is not None:
+        await check_url("webhook_url", options.webhook_url, context.policy, unresolvable_is_invalid=True)
+    if options.cache:
+        return await take_cached(context, org, options, trace_id)
+    reference = new_reference()
+    if options.async_:
+        await start_async(context, org, options, reference, trace_id)
+        headers = {"x-service-reference": reference, "x-service-trace-id": trace_id}
+        if options.external_identifier is not None:
+            headers["x-service-external-identifier"] = options.external_identifier
+        return JSONResponse({"is_successful": True, "reference": reference}, status_code=202, headers=headers)
+    result = await run_capture(context, org, options, reference, trace_id,
+                               store=options.response_type == "json" or options.webhook_url is not None)
+    context.metrics.request_seconds.observe(time.monotonic() - started)
+    context.metrics.render_seconds.observe(result.rendering_seconds)
+    if result.blocked_requests:
+        context.metrics.blocked_requests.labels("private_network").inc(result.blocked_requests)
+    if options.webhook_url is not None:
+        await enqueue_webhook(context, org, options, reference, trace_id, result)
+    return respond(present_success(options, result, reference, trace_id, context.links))
+
+
+def respond(presented: Presented) -> Response:
+    return Response(content=presented.body, status_code=presented.status, media_type=presented.media_type,
+                    headers=presented.headers)
+
+
+async def take_cached(context: AppContext, org: Organisation, options: TakeOptions, trace_id: str) -> Response:
+    """Serve a live entry, or render once (however many identical requests arrive) and keep it. An entry past its
+    TTL but within cache_stale_ttl is served at once and refreshed in the background."""
+    digest = cache.cache_key(org.id, options)
+    hit = await cached_result(context, options, digest)
+    context.metrics.cache.labels("miss" if hit is None else "stale" if hit[2] else "hit").inc()
+    if hit is None:
+        reference = new_reference()
+        wait = options.timeout + context.settings.service.result_wait_grace
+        async with context.cache.single_flight(digest, reference, wait) as leader:
+            if not leader:
+                hit = await cached_result(context, options, digest)
+            if hit is None:
+                result = await render_into_cache(context, org, options, digest, reference, trace_id)
+                cache_url = context.links.url(result.storage_key or "")[0]
+                return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
+    result, reference, stale = hit
+    if stale:
+        context.cache.refresh_soon(refresh(context, org, options, digest, trace_id))
+    cache_url = context.links.url(result.storage_key or "")[0]
+    presented = present_success(options, result, reference, trace_id, context.links, cache_url)
+    presented.headers["x-service-cache-stale"] = "true" if stale else "false"
+    return respond(presented)
+
+
+@router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},
+            responses=openapi.json_responses("Job", 400, 404),
+            summary="State of a job (beyond the spec): queued, rendering, done, failed")
+async def job_status(request: Request, reference: str, who: Annotated[Caller, Depends(caller())]) -> Response:
+    context: AppContext = request.app.state.context
+    org = who.organisation
+    record = await context.records.get(reference)
+    if record.get("organisation") != org.id:
+        raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept "
+                          f"{job_record_ttl() / 86400:g} days: SCREENSHOT_JOB_RECORD_TTL).",
+                          [ErrorDetail("reference", "unknown")])
+    # A sync job whose worker died is answered failed by its waiting API; an async one (its request kept in
+    # `payload`) is offered again once, or finished by the sweep of orphans.
+    if record.get("status") == "rendering" and "payload" not in record and await context.dispatcher.worker_died(
+            reference):
+        record["status"] = "failed"
+        record["error"] = json.dumps(InternalError(
+            "The worker rendering this capture stopped (it crashed or was killed); send it again.").to_payload())
+    body: dict[str, Any] = {"is_successful": True, "reference": reference, "status": record.get("status")}
+    if record.get("status") == "failed" and record.get("error"):
+        error = json.loads(record["error"])
+        body["error_code"] = error.get("error_code")
+        body["error_message"] = error.get("error_message")
+    if record.get("status") == "done" and record.get("storage_key"):
+        body["screenshot_url"] = context.links.url(record["storage_key"])[0]
+    if "webhook" in record:
+        body["webhook"] = {"status": record["webhook"], "attempts": int(record.get("webhook_attempts", 0))}
+    return JSONResponse(body)

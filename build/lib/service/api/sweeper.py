@@ -1,0 +1,46 @@
+"""The API's sweeper: every few seconds, the work whose process is gone is taken back (a job handed to a worker
+that died before starting it, an async job whose worker died rendering it, a monitor whose runs stopped)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import anyio
+import redis
+
+from render.queue import async_jobs, lanes
+from render.queue.records import Absences
+from service import monitor_schedule
+
+log = logging.getLogger(__name__)
+SWEEP_INTERVAL_SECONDS = 2
+
+
+def start(connection: redis.Redis, lanes_offered: list[str], worker_grace: float) -> asyncio.Task[None]:
+    """The sweeper, running in the background until `stop`ped."""
+    return asyncio.create_task(_sweep(connection, lanes_offered, worker_grace))
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _sweep(connection: redis.Redis, lanes_offered: list[str], worker_grace: float) -> None:
+    """Every few seconds: offer again the jobs handed to a worker that is gone before it started them
+    (render.queue.lanes.sweep), finish the async jobs whose worker died rendering them
+    (render.queue.async_jobs.sweep_orphans), schedule again the monitors whose runs stopped
+    (service.monitor_schedule.restart_stalled)."""
+    absences = Absences(worker_grace)
+    while True:
+        await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
+        try:
+            await anyio.to_thread.run_sync(lanes.sweep, connection, lanes_offered, absences)
+            await anyio.to_thread.run_sync(async_jobs.sweep_orphans, connection, absences)
+            await anyio.to_thread.run_sync(monitor_schedule.restart_stalled, connection)
+        except (redis.RedisError, OSError):
+            log.warning("sweeping the lanes, orphaned async jobs and stalled monitors failed; retrying",
+                        exc_info=True)

@@ -1,0 +1,1 @@
+"""The `screenshot-service` command (service.cli.main); `python -m service.cli` runs it too."""

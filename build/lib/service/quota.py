@@ -1,0 +1,110 @@
+"""Monthly quota and concurrency per organisation, reserved and settled atomically in Redis (the ledger's
+scripts: render.queue.ledger).
+
+A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry) from reservation
+until its result is final. In-flight slots count against the quota too, so concurrent requests
+can never overshoot it. Only successes are charged, and only by whoever removes the slot first:
+if the API gave up waiting (and freed the slot), a late success charges nothing. Expired slots
+are swept on every reservation, so a crashed process can never leak one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import redis
+import redis.asyncio as aioredis
+
+from render.queue.keys import slots_key, usage_key
+from render.queue.ledger import RESERVE, SETTLE, USAGE_KEEP_SECONDS
+from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
+from service.organisations import Organisation
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The spec's usage record."""
+
+    total: int
+    available: int
+    used: int
+    concurrency_limit: int
+    concurrency_remaining: int
+    concurrency_reset: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "total": self.total, "available": self.available, "used": self.used,
+            "concurrency": {"limit": self.concurrency_limit, "remaining": self.concurrency_remaining,
+                            "reset": self.concurrency_reset},
+        }
+
+
+SLOT_MARGIN_SECONDS = 5  # a slot outlives its job's timeout and the API's wait by this much
+# An async job may wait in its lane: its slot is held that much longer before it can expire.
+ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
+
+
+def slot_hold(timeout: float, grace: float, *, queued: bool = False) -> float:
+    """How long a job's concurrency slot is held at most (it is freed at once when the job settles): its timeout,
+    the API's result wait grace, and a margin, or the allowance for an async job's time in its lane."""
+    return timeout + grace + (ASYNC_QUEUE_ALLOWANCE_SECONDS if queued else SLOT_MARGIN_SECONDS)
+
+
+def refusal(org: Organisation, outcome: int) -> None:
+    """The ledger's RESERVE answer as the limit error it means (nothing when it reserved)."""
+    if outcome == -1:
+        raise ConcurrencyLimitReached(
+            f"All {org.concurrency} concurrent requests of this organisation are in use; retry when "
+            "one finishes (GET /v1/screenshot/usage shows when), or ask for a higher limit.")
+    if outcome == -2:
+        raise ScreenshotsLimitReached(
+            f"The monthly quota of {org.quota} screenshots is used up; it resets at the start of the "
+            "next month (UTC).")
+
+
+def reserve_now(connection: redis.Redis, org: Organisation, job_id: str, hold_seconds: float) -> None:
+    """`QuotaKeeper.reserve` for synchronous callers (the deliverer starting a monitor's run)."""
+    now = time.time()
+    refusal(org, connection.register_script(RESERVE)(
+        keys=[slots_key(org.id), usage_key(org.id, now)],
+        args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
+
+
+class QuotaKeeper:
+    """Reserve before enqueueing, settle when the outcome is final."""
+
+    def __init__(self, connection: aioredis.Redis) -> None:
+        self._redis = connection
+        self._reserve = connection.register_script(RESERVE)
+        self._settle = connection.register_script(SETTLE)
+
+    async def reserve(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
+        """Take a concurrency slot for `job_id`, or raise the limit error."""
+        now = time.time()
+        refusal(org, await self._reserve(
+            keys=[slots_key(org.id), usage_key(org.id, now)],
+            args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
+
+    async def settle(self, org: Organisation, job_id: str, *, success: bool) -> bool:
+        """Free the slot; charge one screenshot when successful. True when charged."""
+        now = time.time()
+        charged = await self._settle(keys=[slots_key(org.id), usage_key(org.id, now)],
+                                     args=[job_id, int(success), USAGE_KEEP_SECONDS])
+        return bool(charged)
+
+    async def usage(self, org: Organisation) -> Usage:
+        """The usage record of GET /usage."""
+        now = time.time()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(usage_key(org.id, now))
+            pipe.zrangebyscore(slots_key(org.id), now, "+inf", withscores=True)
+            used_raw, slots = await pipe.execute()
+        used = int(used_raw or 0)
+        remaining = max(0, org.concurrency - len(slots))
+        # When a slot is free now, "now"; else the earliest moment a held slot must free.
+        next_free = now if remaining > 0 or not slots else min(score for _, score in slots)
+        return Usage(total=org.quota, available=max(0, org.quota - used), used=used,
+                     concurrency_limit=org.concurrency, concurrency_remaining=remaining,
+                     concurrency_reset=int(next_free * 1_000_000_000))
