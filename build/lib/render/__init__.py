@@ -1,1 +1,0 @@
-"""Render workers: warm Chromium, captures, post-processing. `render.contract.options` is the request contract."""

@@ -1,1 +1,0 @@
-"""The output: image post-processing, effects, metadata, documents and vision."""

@@ -1,1 +1,0 @@
-"""The page: emulation, loading, preparation, blocking, consent and annoyances, and the scripts put in pages."""

@@ -1,3 +1,0 @@
-from service.cli.main import main
-
-main()
