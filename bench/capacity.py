@@ -141,7 +141,6 @@ def real_captures(shots: int) -> None:
 def fake_worker(url: str, name: str, body: bytes, stop_event: Any) -> None:
     """Take jobs from the common lane and answer each at once with `body`, as a worker's protocol does."""
     connection = redis.Redis.from_url(url, socket_timeout=10)
-    lanes.ensure_groups(connection, [LANE_KEY])
     while not stop_event.is_set():
         for taken in lanes.take(connection, name, [LANE_KEY], 1):
             if not lanes.start(connection, name, taken):
@@ -157,7 +156,7 @@ def fake_worker(url: str, name: str, body: bytes, stop_event: Any) -> None:
                 pipe.expire(result_key(job.reference), 300)
                 pipe.publish(job.reply_channel or "", job.reference)
                 pipe.execute()
-            lanes.done(connection, taken)
+            lanes.done(connection, name, taken)
 
 
 def heartbeats(url: str, names: list[str], stop_event: Any) -> None:

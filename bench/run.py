@@ -7,10 +7,10 @@ over HTTP. The floor is the fastest a capture can be here: one warm page, `goto`
 `Page.captureScreenshot`. The three run side by side and take their shots in alternating blocks, so a
 shared machine's slow moments fall on all of them. Scenarios (issue 9): the simple page (PNG, JPEG,
 WebP), a heavy page (3 MB of images and fonts), full-page captures of 10,000 to 40,000 px pages, the
-simple page with 4 clients in parallel, a page with ads with and without `block_ads`, a cache hit and a
-5 s scroll recording. Prints p50/p95 latency
-and shots/s for each, the ratios, the time the service spends outside the worker, and the worker's
-memory (Python + Chromium) under load; draws bench/latest.svg.
+simple page with 4 clients in parallel, a page with ads with and without `block_ads`, a cache hit, fairness
+(a quiet organisation's captures behind another's backlog: bench/fairness.py) and a 5 s scroll recording.
+Prints p50/p95 latency and shots/s for each, the ratios, the time the service spends outside the worker, and
+the worker's memory (Python + Chromium) under load; draws bench/latest.svg.
 
     make bench                      # or: .venv/bin/python -m bench.run --shots 30
 """
@@ -39,6 +39,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from bench.chart import write_chart
+from bench.fairness import BACKLOG_PER_WORKER, fairness
 from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from service.organisations import OrganisationStore
@@ -340,7 +341,7 @@ class Service:
 
     def __enter__(self) -> Service:
         tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
-        redis_url = self._stack.enter_context(redis_server(tmp))
+        redis_url = self.redis_url = self._stack.enter_context(redis_server(tmp))
         # The production path: network policy on (every connection through the egress proxy), with only
         # the benchmark site's address opened.
         running = self._stack.enter_context(running_service(
@@ -432,6 +433,7 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
                                                 wall=sum(wall for _, wall in rounds))
         service.shot(cache="true")  # the one render that fills the entry
         stats["cache hit"] = Stats.of("service, cache hit", [service.shot(cache="true") for _ in range(shots)])
+        stats["fairness"] = fairness(service, service.redis_url, shots)  # type: ignore[assignment]
         stats["recording"] = Stats.of("service, 5 s 1280x720 scroll mp4", [service.recording() for _ in range(3)])
         stats["recording 60"] = Stats.of("service, 5 s 1280x720 scroll mp4 at 60 fps",
                                          [service.recording(60) for _ in range(3)])
@@ -525,6 +527,11 @@ def main() -> None:
             ("with one", "service consent banner page (vanilla-cookieconsent)",
              "service consent banner page, block_cookie_banners")):
         print(f"block_cookie_banners on a page {page}: {(stats[option].p50 - stats[without].p50) * 1000:+.0f} ms p50")
+    fair: dict[str, float] = stats["fairness"]  # type: ignore[assignment]
+    print(f"fairness: a quiet organisation's p50 behind another's backlog of {BACKLOG_PER_WORKER}x the fleet "
+          f"({fair['behind_p50'] * 1000:.0f} ms) / alone ({fair['alone_p50'] * 1000:.0f} ms): "
+          f"{fair['behind_p50'] / fair['alone_p50']:.2f}x (the backlog {fair['backlog_at_end']:.0f} deep at the end, "
+          f"{fair['backlog_jobs_sent']:.0f} jobs sent)")
     recording = stats["recording"]
     for key, rate in (("recording", 30), ("recording 60", 60)):
         print(f"5 s 1280x720 scroll mp4 at {rate} fps: p50 {stats[key].p50:.2f} s end to end = "
@@ -537,8 +544,8 @@ def main() -> None:
     print("chart: bench/latest.svg")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
-    (results / "latest.json").write_text(json.dumps({"rows": [asdict(r) for r in rows], "memory": memory},
-                                                    indent=2))
+    (results / "latest.json").write_text(json.dumps({"rows": [asdict(r) for r in rows], "memory": memory,
+                                                     "fairness": fair}, indent=2))
 
 
 if __name__ == "__main__":

@@ -102,6 +102,16 @@ class RenderSettings(BaseSettings):
         "its permissions wiped; a job that changed the page's settings (device, emulation, blocking, "
         "headers) leaves a new page in the same context. Saves Chromium a page (or context) per job. Off: "
         "a new context per job.")
+    interactive_reserve: float = Field(
+        0.25, ge=0, le=0.9, description="The share of the workers kept free for interactive captures (those a "
+        "client waits for) while such captures keep coming (one within the last 10 s): batch work (async "
+        "captures, bulk entries, monitor runs) may then occupy the rest only. At least one worker when there are "
+        "two or more, never all of them. 0: batch may take every worker.")
+    kept_pages: int = Field(
+        2, ge=1, le=16, description="With reuse_contexts, how many organisations' pages a worker keeps at once "
+        "(the most recently served; each its own context). The fair hand-off serves organisations in turn, so "
+        "a worker switches between them: keeping the page of each of the last few saves a new context (about "
+        "130 ms) at every switch, for some 20-40 MiB of Chromium's memory per page kept.")
     consent_rules_dir: str = Field(
         "", description="Where DuckDuckGo's autoconsent (npm @duckduckgo/autoconsent, the rules of "
         "block_cookie_banners) is installed. Empty: deploy/npm/node_modules/@duckduckgo/autoconsent of the "

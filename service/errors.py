@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from render.contract.errors import ErrorDetail, ServiceError, TemporaryUnavailable
+from render.queue.lanes import Offered
 
 __all__ = ["TemporaryUnavailable"]
+SHARE_RETRY_SECONDS = 5  # Retry-After of a job refused for its organisation's share of the queue
+
+
+def over_share(offered: Offered, max_queue: int) -> TemporaryUnavailable:
+    """The refusal of a job whose organisation already has its share of a full queue waiting."""
+    error = TemporaryUnavailable(
+        f"The queue is full ({max_queue} jobs waiting, SCREENSHOT_MAX_QUEUE) and your organisation already has "
+        f"{offered.waiting} of them waiting, its share while others wait too ({offered.share}); retry after some "
+        "of them are done (Retry-After), or send fewer at once.")
+    error.retry_after = SHARE_RETRY_SECONDS
+    error.reason = "queue_share"
+    return error
 
 
 def within(error: ServiceError, label: str, field: str) -> ServiceError:

@@ -2,9 +2,11 @@
 the background, or a new one, all on the supervised Chromium.
 
 A worker runs one job at a time. With settings.reuse_contexts, the page of an organisation's job is kept
-for its next job, wiped (render.browser.wiping). Otherwise (another organisation, reuse off) the job takes
-a spare tab in a fresh context, prepared in the background while the previous job ran; the spare is kept
-only while it can serve: with no kept page, or while jobs switch between organisations.
+for its next job, wiped (render.browser.wiping): the pages of the last settings.kept_pages organisations served,
+each in its own context, since the fair hand-off serves organisations in turn. Otherwise (an organisation whose
+page is not kept, reuse off) the job takes a spare tab in a fresh context, prepared in the background while the
+previous job ran; the spare is kept only while it can serve: with no kept page, or while jobs switch to
+organisations whose pages are not kept.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ class TabPool:
         self.chromium = Chromium(settings, proxy_url)
         self.supervisor = Supervisor(self.chromium, restart_after=settings.jobs_per_browser)
         self._prepared: asyncio.Task[Tab] | None = None
-        # The page kept from the last job (settings.reuse_contexts), and its owner.
-        self._warm: tuple[str, Tab] | None = None
+        # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
+        self._warm: dict[str, Tab] = {}
         self._releasing: asyncio.Future[None] | None = None
         self._release_held = asyncio.Event()  # release_soon's tab waits for it
-        self._switching = False  # the last job found a page kept for another organisation
+        self._switching = False  # the last job found no page kept for its organisation
         self._closed = False
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
         self.memory_reliefs = 0  # times Chromium was told to free its caches (settings.chromium_memory_mb)
@@ -88,13 +90,14 @@ class TabPool:
         return owner is not None and self.settings.reuse_contexts
 
     async def _warm_tab(self, owner: str | None) -> Tab | None:
-        """The page kept for `owner`, if any; another owner's kept context is closed (they never share)."""
-        warm, self._warm = self._warm, None
-        if warm is None:
+        """The page kept for `owner`, if any (the others stay kept for their own organisations: they never share)."""
+        if not self._warm:
             return None
-        kept_for, tab = warm
-        self._switching = kept_for != owner
-        if kept_for != owner or not (tab.context.browser and tab.context.browser.is_connected()):
+        tab = self._warm.pop(owner, None) if owner is not None else None
+        self._switching = tab is None
+        if tab is None:
+            return None
+        if not (tab.context.browser and tab.context.browser.is_connected()):
             await tab.close()
             return None
         try:
@@ -109,8 +112,9 @@ class TabPool:
         return tab
 
     def _spare_wanted(self) -> bool:
-        """Whether a spare tab may serve the next job: no page is kept, or jobs switch organisations."""
-        return self._warm is None or self._switching
+        """Whether a spare tab may serve the next job: no page is kept, or jobs switch to organisations whose
+        pages are not kept."""
+        return not self._warm or self._switching
 
     async def _fresh_tab(self, *, spare: bool) -> Tab:
         """The spare tab, else a new one; with `spare`, the next spare starts being created meanwhile."""
@@ -152,7 +156,9 @@ class TabPool:
             kept = await wiped(tab, origins, self._new_page)
         if kept is not None:
             assert owner is not None
-            self._warm = (owner, kept)
+            self._warm[owner] = kept  # the most recently served last
+            while len(self._warm) > self.settings.kept_pages:  # the least recently served goes
+                await self._warm.pop(next(iter(self._warm))).close()
         elif not await tab.close():
             log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
             restart_due = True
@@ -196,9 +202,9 @@ class TabPool:
         self._release_held.set()
 
     async def _discard_warm(self) -> None:
-        warm, self._warm = self._warm, None
-        if warm is not None:
-            await warm[1].close()
+        warm, self._warm = self._warm, {}
+        for tab in warm.values():
+            await tab.close()
 
     def prepare(self) -> None:
         """Start creating the next tab in the background (no-op when one is being prepared)."""

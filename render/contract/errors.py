@@ -37,6 +37,10 @@ class ServiceError(Exception):
     status: ClassVar[int] = 500
     # Whether the error is unexpected and worth a log line with a stack trace.
     report: ClassVar[bool] = False
+    # Seconds after which a retry may succeed (the answer's Retry-After), for the errors that say so.
+    retry_after: int | None = None
+    # What refused the request, where its code alone does not say (the refusals metric's reason).
+    reason: str | None = None
     _by_code: ClassVar[dict[str, type[ServiceError]]] = {}
 
     def __init__(
@@ -205,3 +209,4 @@ class StorageAccessDenied(ServiceError):
 class TemporaryUnavailable(ServiceError):
     code = "temporary_unavailable"
     status = 503
+    retry_after = 5

@@ -10,7 +10,16 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `config:certify_key` | string | the first API or worker to need it | forever |
 | `slots:<org>` | sorted set | quota reserve/settle | entries expire by score |
 | `usage:<org>:<YYYY-MM>` | counter | quota settle | 400 days |
-| `queue:render[@region]:jobs` | stream, group `workers` | the API (offer), workers (take, done) | until served |
+| `queue:render[@region]:jobs:<class>:<org>` | stream, group `workers` | offer; workers (take, done) | until empty |
+| `...:jobs:ready:<class>` | sorted set | offer, take | while the org has jobs waiting |
+| `...:jobs:waiting[:<class>]` | hash | offer, take | while jobs wait |
+| `...:jobs:backlog` | list (a token a waiting job) | offer, take | while jobs wait |
+| `...:jobs:clock:<class>`, `...:jobs:served:<class>`, `...:jobs:turn` | string, hash, counter | take | forever |
+| `...:jobs:bell` | list | offer (a token), idle workers (pop) | 64 tokens at most |
+| `...:jobs:noisy` | set | offer (refused for its share), the API's sweeper | while over its share |
+| `queue:render[@region]:jobs` | stream, group `workers` | before the fair hand-off: read, swept | until served |
+| `queue:render:holding:<worker>`, `queue:render:consumers` | set | take, done, sweeper | while held |
+| `metrics:queue-wait:<class>` | hash | take (a histogram of waits) | forever |
 | `rq:queue:webhooks` | RQ | whoever finishes a job, deliverers | RQ's |
 | `webhook-owed:<reference>` | string | whoever finishes a job | 7 days |
 | `jobs:async:in-flight` | set | workers | until finished |
@@ -38,15 +47,17 @@ from datetime import UTC, datetime
 # --- queues --------------------------------------------------------------------------------------
 QUEUE_NAME = "render"
 LANE_KEY = f"queue:{QUEUE_NAME}:jobs"  # the common lane: a stream of capture jobs (render.queue.lanes)
-LANE_GROUP = "workers"  # the consumer group of the workers on every lane
+LANE_GROUP = "workers"  # the consumer group of the workers on every stream of every lane
+CONSUMERS_KEY = f"queue:{QUEUE_NAME}:consumers"  # the workers that hold (or held) an entry of a lane's streams
+HOLDING_PREFIX = f"queue:{QUEUE_NAME}:holding:"  # + a worker's name: the streams it holds an entry of
 WEBHOOK_QUEUE = "webhooks"  # RQ's queue of webhook deliveries
 # The RQ job function, by dotted path: whoever finishes a job enqueues it without importing the deliverer's code.
 DELIVER_FUNCTION = "render.queue.rq_jobs.deliver"  # run by `screenshot-service webhooks` (render.queue.rq_jobs)
 
 
 def lane_key(region: str | None) -> str:
-    """The lane (a Redis stream) of jobs of `servers_region` `region`; None: the common one, which every
-    worker serves."""
+    """The lane of jobs of `servers_region` `region` (the prefix of its streams, render.queue.lane_scripts);
+    None: the common one, which every worker serves."""
     return f"queue:{QUEUE_NAME}@{region}:jobs" if region else LANE_KEY
 
 
@@ -83,6 +94,7 @@ def webhook_owed_key(reference: str) -> str:
 WORKERS_SEEN_KEY = "workers:seen"  # worker name -> its last heartbeat (every second)
 WORKERS_BUSY_KEY = "workers:busy"  # worker name -> its last heartbeat while rendering a job
 COUNTERS_KEY = "metrics:counters"  # counts kept by workers and deliverers, exported by every API's /metrics
+QUEUE_WAIT_PREFIX = "metrics:queue-wait:"  # + a class: the histogram of the waits of its jobs for a worker
 
 
 def alive_key(worker: str) -> str:

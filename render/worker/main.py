@@ -47,11 +47,13 @@ class CaptureWorker:
     (quota, record, webhook). The first SIGTERM/SIGINT stops the worker once the job in hand is done (at
     once when idle); a second one stops it now."""
 
-    def __init__(self, connection: redis.Redis, runtime: WorkerRuntime, lanes_served: list[str], name: str) -> None:
+    def __init__(self, connection: redis.Redis, runtime: WorkerRuntime, lanes_served: list[str], name: str,
+                 interactive_reserve: float = 0.0) -> None:
         self.connection = connection
         self.runtime = runtime
         self.lanes = lanes_served  # regions' lanes first, the common one last
         self.name = name
+        self.interactive_reserve = interactive_reserve  # settings.interactive_reserve (render.queue.lanes.take)
         self._stopping = False
         self._serving = False
         self._undone: list[lanes.Taken] = []  # served, but Redis was away when they were to leave the lane
@@ -60,20 +62,18 @@ class CaptureWorker:
         """Serve until stopped (burst: until the lanes are empty)."""
         previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
         try:
-            lanes.ensure_groups(self.connection, self.lanes)
             while not self._stopping:
                 try:
                     while self._undone:
-                        lanes.done(self.connection, self._undone[0])
+                        lanes.done(self.connection, self.name, self._undone[0])
                         self._undone.pop(0)
                     if not self.runtime.can_render():  # no job for a worker whose browser cannot render
                         time.sleep(UNHEALTHY_SLEEP_SECONDS)
                         continue
-                    taken = lanes.take(self.connection, self.name, self.lanes, None if burst else TAKE_BLOCK_SECONDS)
+                    taken = lanes.take(self.connection, self.name, self.lanes, None if burst else TAKE_BLOCK_SECONDS,
+                                       self.interactive_reserve)
                     if not taken and burst:
                         return
-                    for surplus in taken[1:]:  # several lanes filled at once: render one, offer the others again
-                        lanes.give_back(self.connection, self.name, surplus)
                     if taken:
                         self._serve(taken[0])
                 except (redis.ConnectionError, redis.TimeoutError) as error:
@@ -125,7 +125,7 @@ class CaptureWorker:
     def _leave(self, taken: lanes.Taken) -> None:
         """The entry off its lane; retried before the next job when Redis is away now."""
         self._undone.append(taken)
-        lanes.done(self.connection, taken)
+        lanes.done(self.connection, self.name, taken)
         self._undone.remove(taken)
 
 
@@ -151,7 +151,7 @@ def run_worker(target: RedisTarget, settings: RenderSettings, storage_settings: 
     runtime.start()
     # A region's jobs first (only workers of that region take them), then those that name none.
     served = [*(lane_key(region) for region in settings.served_regions()), lane_key(None)]
-    worker = CaptureWorker(connection, runtime, served, name)
+    worker = CaptureWorker(connection, runtime, served, name, settings.interactive_reserve)
     log.info("worker %s serving %s", name, ", ".join(served))
     try:
         worker.work(burst=burst)

@@ -80,8 +80,8 @@ def create_app(settings: Settings) -> FastAPI:
                 policy=NetworkPolicy.from_settings(settings.render))
             await context.organisations.ensure_configured(settings.service)
             app.state.context = context
-            stack.push_async_callback(sweeper.stop, sweeper.start(sync_connection, dispatcher.lanes,
-                                                                settings.service.worker_grace))
+            stack.push_async_callback(sweeper.stop, sweeper.start(
+                sync_connection, dispatcher.lanes, settings.service.worker_grace, settings.service.max_queue))
             yield
 
     app = FastAPI(

@@ -52,9 +52,10 @@ def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | N
 
 async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
                       trace_id: str, *, store: bool = False, store_key: str | None = None,
-                      keep_body: bool = False) -> JobResult:
+                      keep_body: bool = False, interactive: bool = True) -> JobResult:
     """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
-    raise the job's error if it failed."""
+    raise the job's error if it failed. `interactive`: a client waits for this capture alone (not a bulk entry,
+    nor a background refresh), so it goes before batch work."""
     grace = context.settings.service.result_wait_grace
     await context.quota.reserve(org, reference, slot_hold(options.timeout, grace))
     success = settled = False
@@ -66,10 +67,8 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
             keep_body=keep_body or (store and options.response_type == "by_format"), kind=options.job_kind)
         with context.metrics.in_flight.track_inprogress():
             result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
-                                                  record=queued_fields(org.id))
+                                                  record=queued_fields(org.id), interactive=interactive)
         settled = result is not None and result.settled
-        if result is not None and result.started_at:
-            context.metrics.queue_wait_seconds.observe(max(0.0, result.started_at - job.enqueued_at))
         if result is None:
             result = JobResult(reference, ok=False, error=CaptureTimeout(
                 f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
@@ -135,11 +134,11 @@ async def cached_result(context: AppContext, options: TakeOptions, digest: str
 
 
 async def render_into_cache(context: AppContext, org: Organisation, options: TakeOptions, digest: str,
-                            reference: str, trace_id: str) -> JobResult:
+                            reference: str, trace_id: str, *, interactive: bool = True) -> JobResult:
     """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it)."""
     result = await run_capture(context, org, options, reference, trace_id,
                                store_key=cache.object_key(org.id, digest, options),
-                               keep_body=options.response_type == "by_format")
+                               keep_body=options.response_type == "by_format", interactive=interactive)
     if "blank" not in result.metadata.get("quality", {}).get("flags", []):  # a blank shot: the next one tries again
         await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
                                 options.cache_stale_ttl or 0)
@@ -154,7 +153,7 @@ async def refresh(context: AppContext, org: Organisation, options: TakeOptions, 
         return
     try:
         await render_into_cache(context, org, options.model_copy(update={"response_type": "json"}), digest,
-                                reference, trace_id)
+                                reference, trace_id, interactive=False)
         log.info("cache entry %s refreshed by %s", digest[:12], reference)
     except ServiceError as error:  # the stale entry stays until its window ends; the next request tries again
         log.info("cache entry %s not refreshed: %s: %s", digest[:12], error.code, error.message)
@@ -195,7 +194,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
                       for ref, o in zip(references[1:], variants[1:], strict=True)])
         for reference in references:
             await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=timeout + grace)
+        result = await context.dispatcher.run(job, wait_seconds=timeout + grace, interactive=False)
         if result is None:
             error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
             outcomes = [(reference, error) for reference in references]

@@ -1,10 +1,10 @@
 """Hand jobs to the workers and wait for their results without blocking the event loop.
 
-Every capture job is offered on its lane, a Redis stream the workers read as one consumer group (one
-script with the room check and the job's record: render.queue.lanes); a job is handed to one worker, which
-is written down in the same step, and offered again only when that worker is proven gone before starting
-it. Each API process subscribes once to its own reply channel; a waiting request is just a future in
-`_waiters`, so hundreds can wait at once on one Redis connection. The notification carries the result itself
+Every capture job is offered on its lane, in its organisation's stream of its class, all read by the workers as
+one consumer group (one script with the fair admission check and the job's record: render.queue.lanes); a job is
+handed to one worker, which is written down in the same step, and offered again only when that worker is proven
+gone before starting it. Each API process subscribes once to its own reply channel; a waiting request is just a
+future in `_waiters`, so hundreds can wait at once on one Redis connection. The notification carries the result itself
 when it is small (render.contract.wire.JobResult.to_message), and the worker has settled the job's quota with
 it: a capture costs the API no round trip after the worker is done. A periodic check of the result key covers
 a notification lost while the subscription was reconnecting.
@@ -25,7 +25,7 @@ from render.queue import lanes
 from render.queue.keys import alive_key, job_key, lane_key, reply_channel, result_key
 from render.queue.records import Absences
 from render.queue.redis_client import replicas_have_async
-from service.errors import TemporaryUnavailable
+from service.errors import TemporaryUnavailable, over_share
 
 log = logging.getLogger(__name__)
 RESULT_POLL_SECONDS = 1.0
@@ -96,31 +96,31 @@ class Dispatcher:
         """Jobs waiting for a worker, in every lane of every region."""
         return int(await self._waiting(keys=self.lanes))
 
-    def _full(self) -> TemporaryUnavailable:
-        return TemporaryUnavailable(
-            f"All workers are busy and {self._max_queue} requests are already waiting (setting "
-            "SCREENSHOT_MAX_QUEUE); retry shortly or add workers.")
-
-    async def _offer_job(self, job: JobRequest, kind: str, record: dict[str, str] | None) -> None:
-        keys, args = lanes.offer_call(self._lanes[self._region(job)], job, kind, self._max_queue, record)
-        offered = await self._offer(keys=keys, args=args)
-        if not offered:
-            raise self._full()
+    async def _offer_job(self, job: JobRequest, kind: str, job_class: str, record: dict[str, str] | None) -> None:
+        keys, args = lanes.offer_call(self._lanes[self._region(job)], job, kind, job_class, self._max_queue, record)
+        offered = lanes.Offered.from_reply(await self._offer(keys=keys, args=args))
+        if not offered.added:
+            if offered.newly_noisy:
+                log.warning("organisation %s is over its share of the queue (%d jobs waiting, its share %d of %d): "
+                            "its new work is refused until it drains", job.organisation, offered.waiting,
+                            offered.share, self._max_queue)
+            raise over_share(offered, self._max_queue)
         await replicas_have_async(self._redis)  # accepted means it survives a failover
 
     async def submit(self, job: JobRequest) -> None:
-        """Offer an async job without waiting; the worker that renders it finishes it."""
-        await self._offer_job(job, lanes.ASYNC, None)
+        """Offer an async job without waiting (batch work); the worker that renders it finishes it."""
+        await self._offer_job(job, lanes.ASYNC, lanes.BATCH, None)
 
-    async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None
-                  ) -> JobResult | None:
+    async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None, *,
+                  interactive: bool = True) -> JobResult | None:
         """Offer the job (and write its `record`, when given) and wait; None when no result came within
-        `wait_seconds`. A job still waiting at its deadline is answered by the worker that finally takes it
-        (timeout error); the worker also records how the job ended."""
+        `wait_seconds`. `interactive`: its client waits for it (a bulk entry's does not really: batch work).
+        A job still waiting at its deadline is answered by the worker that finally takes it (timeout error);
+        the worker also records how the job ended."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:
-            await self._offer_job(job, lanes.SYNC, record)
+            await self._offer_job(job, lanes.SYNC, lanes.INTERACTIVE if interactive else lanes.BATCH, record)
             give_up = time.monotonic() + wait_seconds
             while True:
                 left = give_up - time.monotonic()

@@ -11,6 +11,8 @@ from render.contract.errors import ServiceError
 def error_response(error: ServiceError, trace_id: str | None = None) -> JSONResponse:
     """The JSON error body (README, Errors) with the error's status."""
     headers = {"x-service-error-code": error.code}
+    if error.retry_after is not None:
+        headers["retry-after"] = str(error.retry_after)
     if trace_id:
         headers["x-service-trace-id"] = trace_id
     return JSONResponse(error.to_payload(), status_code=error.status, headers=headers)

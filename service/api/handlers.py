@@ -16,13 +16,22 @@ from service.api.error_answer import error_response
 from service.errors import MethodNotAllowed, RouteNotFound, TemporaryUnavailable
 
 log = logging.getLogger(__name__)
+# The refusals of a request the service could serve later (screenshot_refusals_total, by reason).
+LOAD_REFUSALS = {"temporary_unavailable", "concurrency_limit_reached", "screenshots_limit_reached"}
 
 
 def install(app: FastAPI) -> None:
     """Answer every error of `app` with the error body."""
 
+    def refused(request: Request, reason: str) -> None:
+        context = getattr(request.app.state, "context", None)
+        if context is not None:
+            context.metrics.refusals.labels(reason).inc()
+
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> JSONResponse:
+        if error.code in LOAD_REFUSALS:
+            refused(request, error.reason or error.code)
         if error.report:
             log.error("%s: %s (trace %s)", error.code, error.message, getattr(request.state, "trace_id", ""))
         return error_response(error, getattr(request.state, "trace_id", None))
@@ -52,6 +61,7 @@ def install(app: FastAPI) -> None:
     async def redis_unavailable(request: Request, error: redis.RedisError) -> JSONResponse:
         trace_id = getattr(request.state, "trace_id", None)
         log.warning("redis unavailable: %s (trace %s)", type(error).__name__, trace_id)
+        refused(request, "redis_unavailable")
         return error_response(TemporaryUnavailable(
             "The service's queue store (Redis) is unreachable; retry shortly."), trace_id)
 

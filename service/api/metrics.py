@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from render.queue.lane_scripts import BATCH, INTERACTIVE, QUEUE_WAIT_BUCKETS
 
 # No `<name>_created` series beside each counter and histogram: a timestamp per series that scrapers store
 # as a sample of its own and that nothing here reads.
@@ -19,8 +21,24 @@ class SharedCounters(Collector):
 
     def __init__(self) -> None:
         self.snapshot: dict[str, int] = {}
+        self.waits: dict[str, dict[str, float]] = {}  # by class: the hand-off's histogram (bucket bound, count, sum)
+        self.backlog: list[tuple[str, int]] = []  # (organisation, jobs waiting): the largest, then "other"
 
     def collect(self) -> Iterator[Metric]:
+        waits = HistogramMetricFamily("screenshot_queue_wait_seconds", "Time jobs waited in their lane for a "
+                                      "worker, by class (interactive: a client waits; batch: async captures, bulk "
+                                      "entries, monitor runs), all jobs of every API.", labels=["class"])
+        for job_class in (INTERACTIVE, BATCH):
+            counted = self.waits.get(job_class, {})
+            buckets = [(str(float(bound)), counted.get(str(bound), 0.0)) for bound in QUEUE_WAIT_BUCKETS]
+            waits.add_metric([job_class], [*buckets, ("+Inf", counted.get("count", 0.0))],
+                             sum_value=counted.get("sum", 0.0))
+        yield waits
+        backlog = GaugeMetricFamily("screenshot_queue_backlog", "Jobs waiting for a worker by organisation: the "
+                                    "largest backlogs by id, the rest together as `other`.", labels=["organisation"])
+        for org, count in self.backlog:
+            backlog.add_metric([org], count)
+        yield backlog
         restarts = CounterMetricFamily("screenshot_browser_restarts", "Chromium restarts (crash, hung tab, "
                                        "every N jobs), all workers.")
         restarts.add_metric([], self.snapshot.get("browser_restarts", 0))
@@ -62,10 +80,10 @@ class Metrics:
         self.request_seconds = Histogram(
             "screenshot_request_seconds", "End-to-end time of capture requests.",
             buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 90), registry=self.registry)
-        self.queue_wait_seconds = Histogram(
-            "screenshot_queue_wait_seconds", "Time from enqueue until a worker started the job.",
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=self.registry)
+        self.refusals = Counter(
+            "screenshot_refusals_total", "Requests refused for load, by reason (queue_share: the organisation has its "
+            "share of a full queue waiting; concurrency_limit_reached, screenshots_limit_reached: its plan; "
+            "redis_unavailable).", ["reason"], registry=self.registry)
         self.blocked_requests = Counter(
             "screenshot_blocked_requests_total", "Connections of captured pages refused, by policy.",
             ["policy"], registry=self.registry)

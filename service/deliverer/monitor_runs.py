@@ -31,7 +31,7 @@ from render.queue.keys import (
 )
 from render.queue.ledger import settle_now
 from render.queue.records import queued_fields
-from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable
+from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable, over_share
 from service.monitor_schedule import RETRIES, RETRY_SECONDS, run_reference, schedule_run, sealed_for
 from service.organisations import organisation_by_id
 from service.quota import reserve_now, slot_hold
@@ -125,12 +125,12 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
     job = _job(settings, monitor, due, reference, options)
     reserve_now(connection, org, reference, slot_hold(job.timeout, settings.service.result_wait_grace, queued=True))
     record = queued_fields(org.id, monitor=monitor.id, payload=orjson.dumps(job.to_json()).decode())
-    keys, args = lanes.offer_call(lane_key(options.servers_region or None), job, lanes.ASYNC,
+    keys, args = lanes.offer_call(lane_key(options.servers_region or None), job, lanes.ASYNC, lanes.BATCH,
                                   settings.service.max_queue, record)
-    offered = connection.register_script(lanes.OFFER)(keys=keys, args=args)
-    if not offered:
+    offered = lanes.Offered.from_reply(connection.register_script(lanes.OFFER)(keys=keys, args=args))
+    if not offered.added:
         settle_now(connection, org.id, reference, success=False)
-        raise TemporaryUnavailable("Every worker was busy and the queue full.")
+        raise over_share(offered, settings.service.max_queue)
     log.info("monitor %s: run %s due %s started", monitor.id, reference, iso_time(due))
 
 

@@ -72,9 +72,32 @@ def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-un
         time.sleep(2)  # the counts of earlier jobs reach /metrics with the worker's next heartbeat
         reused_before = metric(http, REUSED)
         assert state_left(http, second, site) == EMPTY
-        assert state_left(http, first, site) == EMPTY  # first's context was closed when second took over
         time.sleep(2)  # two heartbeats: a reuse would have been counted by now
-        assert metric(http, REUSED) == reused_before
+        assert metric(http, REUSED) == reused_before, "the second organisation got a context of its own"
+        # The first's page was kept beside it (SCREENSHOT_KEPT_PAGES), and wiped: its next job finds nothing.
+        assert state_left(http, first, site) == EMPTY
+        time.sleep(2)
+        assert metric(http, REUSED) == reused_before + 1
+
+
+def test_a_worker_keeps_the_pages_of_the_last_two_organisations_only(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """SCREENSHOT_KEPT_PAGES=2: served in turn, two organisations each find their page kept; a third's job makes
+    the least recently served one's page go."""
+    first, second, third = (make_org_in(single.redis_url).access_key for _ in range(3))
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        for key in (first, second):
+            assert state_left(http, key, site) == EMPTY
+        time.sleep(2)
+        reused = metric(http, REUSED)
+        for key in (first, second):  # both kept
+            assert state_left(http, key, site) == EMPTY
+        time.sleep(2)
+        assert metric(http, REUSED) == reused + 2
+        assert state_left(http, third, site) == EMPTY  # first's page goes: it was served least recently
+        assert state_left(http, first, site) == EMPTY
+        time.sleep(2)
+        assert metric(http, REUSED) == reused + 2, "the evicted page was not kept"
 
 
 def settings_seen(http: httpx.Client, key: str, site: Site, **options: str) -> dict[str, object]:

@@ -359,6 +359,7 @@ def test_an_async_job_whose_worker_is_killed_runs_again_once_then_fails_uncharge
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
     from render.contract.wire import JobRequest, JobResult
+    from render.queue import lanes
     from render.queue.keys import LANE_GROUP, LANE_KEY, job_key, result_key
     from render.queue.records import JOB_RECORD_TTL_SECONDS
 
@@ -367,13 +368,18 @@ def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_p
     reply.subscribe("results:test-lane")
     expired = JobRequest(reference="expired-in-lane", organisation=fresh_org.id, options={"url": site.url("/")},
                          trace_id="t", deadline=time.time() - 1, reply_channel="results:test-lane")
+    offer = connection.register_script(lanes.OFFER)
     for reference, job in (("malformed", b"{not json"), ("malformed", b'{"reference": "no other field"}'),
-                           ("malformed", b"[1, 2]"), (expired.reference, orjson.dumps(expired.to_json()))):
-        connection.xadd(LANE_KEY, {"kind": "sync", "reference": reference, "job": job})
+                           ("malformed", b"[1, 2]"), ("", b""), (expired.reference, orjson.dumps(expired.to_json()))):
+        offer(keys=[job_key(reference or "none")], args=[LANE_KEY, lanes.INTERACTIVE, fresh_org.id, 100, "sync",
+                                                          reference, job, 60])
+    # And in the lane's own stream, as the hand-off before it was fair left it.
+    connection.xgroup_create(LANE_KEY, LANE_GROUP, id="0", mkstream=True)
     connection.xadd(LANE_KEY, {"no": "field the worker knows"})
     # Every entry leaves the lane: none waits, none stays handed to a worker.
-    wait_for(lambda: connection.xlen(LANE_KEY) == 0, 20, "the workers to take every entry")
-    assert connection.xpending(LANE_KEY, LANE_GROUP)["pending"] == 0
+    stream = f"{LANE_KEY}:{lanes.INTERACTIVE}:{fresh_org.id}"
+    wait_for(lambda: connection.xlen(stream) == 0 == connection.xlen(LANE_KEY), 20, "the workers to take every entry")
+    assert connection.xpending(LANE_KEY, LANE_GROUP)["pending"] == 0 and not connection.exists(stream)
     wait_for(lambda: connection.exists(result_key(expired.reference)), 20, "the expired job's answer")
     error = orjson.loads(connection.hget(result_key(expired.reference), "meta"))["error"]  # type: ignore[arg-type]
     assert error["error_code"] == "timeout_error" and "waited in the queue" in error["error_message"], error

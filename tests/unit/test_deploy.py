@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from render.queue.keys import LANE_GROUP, LANE_KEY
+from render.queue.keys import LANE_KEY
 from render.settings import PROXY_VARIABLE, RenderSettings
 from service.api.routes.operations import router as operations
 from service.cli.main import build_parser
@@ -283,12 +283,11 @@ def test_keda_scales_the_workers_on_the_queue_they_serve() -> None:
     scaler = k8s_object("ScaledObject", "worker")
     assert scaler["spec"]["scaleTargetRef"]["name"] == k8s_object("Deployment", "worker")["metadata"]["name"]
     triggers = scaler["spec"]["triggers"]
-    # One lane holds every capture job; the workers' group's lag is what waits for a worker.
-    assert [(trigger["metadata"]["stream"], trigger["metadata"]["consumerGroup"]) for trigger in triggers] == [
-        (LANE_KEY, LANE_GROUP)]
+    # The common lane's backlog list holds a token for every job waiting for a worker, of every organisation.
+    assert [trigger["metadata"]["listName"] for trigger in triggers] == [f"{LANE_KEY}:backlog"]
     redis_url = k8s_object("ConfigMap", "screenshot-service")["data"]["SCREENSHOT_REDIS_URL"]
     for trigger in triggers:
-        assert trigger["type"] == "redis-streams" and int(trigger["metadata"]["lagCount"]) >= 1
+        assert trigger["type"] == "redis" and int(trigger["metadata"]["listLength"]) >= 1
         assert trigger["metadata"]["address"].split(".")[0] == redis_url.split("//")[1].split(":")[0]
     assert scaler["spec"]["minReplicaCount"] >= 1, "/readyz needs a worker seen recently"
 
@@ -421,11 +420,10 @@ def test_kubernetes_sentinel_overlay_runs_what_the_failover_test_ran(monkeypatch
     target = load_settings().service.redis()
     assert [host for host, _ in target.sentinels] == [f"redis-node-{n}.redis-node" for n in range(3)]
     triggers = documents(overlay / "worker-scaler.yaml")[0]["spec"]["triggers"]
-    base = {(t["metadata"]["stream"], t["metadata"]["consumerGroup"], t["metadata"]["lagCount"])
+    base = {(t["metadata"]["listName"], t["metadata"]["listLength"])
             for t in k8s_object("ScaledObject", "worker")["spec"]["triggers"]}
-    assert {(t["metadata"]["stream"], t["metadata"]["consumerGroup"], t["metadata"]["lagCount"])
-            for t in triggers} == base
-    assert {t["type"] for t in triggers} == {"redis-sentinel-streams"}
+    assert {(t["metadata"]["listName"], t["metadata"]["listLength"]) for t in triggers} == base
+    assert {t["type"] for t in triggers} == {"redis-sentinel"}
     policies = {o["metadata"]["name"]: o for o in documents(overlay / "network-policy.yaml")}
     assert {"redis", "dns-and-redis"} <= set(policies)
     ingress_ports = {p["port"] for rule in policies["redis"]["spec"]["ingress"] for p in rule["ports"]}

@@ -40,7 +40,7 @@ def test_full_queue_is_temporary_unavailable(redis_url: str) -> None:
             with pytest.raises(TemporaryUnavailable, match="SCREENSHOT_MAX_QUEUE"):
                 await dispatcher.submit(job)
         finally:
-            sync_redis.delete(LANE_KEY)
+            sync_redis.flushdb()
             await async_redis.aclose()
             sync_redis.close()
 
@@ -71,14 +71,14 @@ def test_a_worker_publishes_its_result_with_the_quota_settled_and_the_api_takes_
                 job = JobRequest(reference=reference, organisation=org.id, options={}, trace_id="t",
                                  deadline=time.time() + 5, reply_channel=dispatcher.reply_channel)
                 waiting = asyncio.create_task(dispatcher.run(job, wait_seconds=5))
-                while not await async_redis.xlen(LANE_KEY):
+                while not await async_redis.xlen(f"{LANE_KEY}:interactive:{org.id}"):  # offered
                     await asyncio.sleep(0.01)
                 sent = JobResult(reference, ok=ok, format="png", body=body,
                                  error=None if ok else {"error_code": "timeout"})
                 await asyncio.to_thread(finisher.publish, job, sent)
                 got = await waiting
                 assert got is not None and got.settled and got.ok is ok and got.body == body
-                await async_redis.delete(LANE_KEY)
+                await async_redis.delete(*[key async for key in async_redis.scan_iter(f"{LANE_KEY}*")])
                 for _ in range(100):
                     if not await async_redis.exists(result_key(reference)):
                         break

@@ -1,6 +1,7 @@
 """The hand-off of jobs to workers (render.queue.lanes) on a real redis-server: a job is handed to one worker,
 offered again only when that worker is proven gone before starting it, and never started twice; a webhook
-delivery is queued once however many times its job is finished."""
+delivery is queued once however many times its job is finished. Its fairness (the order of organisations and
+classes, admission by share) is in test_fair_lanes.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,17 @@ import redis
 
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
 from render.queue import async_jobs, deliveries, lanes
-from render.queue.keys import IN_FLIGHT_KEY, LANE_GROUP, LANE_KEY, alive_key, job_key, lane_key, webhook_owed_key
+from render.queue.keys import (
+    CONSUMERS_KEY,
+    HOLDING_PREFIX,
+    IN_FLIGHT_KEY,
+    LANE_GROUP,
+    LANE_KEY,
+    alive_key,
+    job_key,
+    lane_key,
+    webhook_owed_key,
+)
 from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences, keep_job_records_for
 from service.settings import ServiceSettings
 
@@ -30,13 +41,19 @@ def connection(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def offer(connection: redis.Redis, reference: str, kind: str = lanes.SYNC, lane: str = LANE_KEY,
-          room: int = 100) -> int:
-    job = JobRequest(reference=reference, organisation="o", options={}, trace_id="t", deadline=time.time() + 60,
+          room: int = 100, org: str = "o", job_class: str | None = None) -> int:
+    """Offer a job as the API does (with its record); 1 when added, 0 when refused."""
+    job = JobRequest(reference=reference, organisation=org, options={}, trace_id="t", deadline=time.time() + 60,
                      async_=kind == lanes.ASYNC)
     payload = orjson.dumps(job.to_json()).decode()
-    return int(connection.register_script(lanes.OFFER)(
-        keys=[lane, job_key(reference)],
-        args=[room, kind, reference, payload, 60, "status", "queued", "organisation", "o", "payload", payload]))
+    job_class = job_class or (lanes.BATCH if kind == lanes.ASYNC else lanes.INTERACTIVE)
+    keys, args = lanes.offer_call(lane, job, kind, job_class, room, {
+        "status": "queued", "organisation": org, "payload": payload})
+    return int(connection.register_script(lanes.OFFER)(keys=keys, args=args)[0])
+
+
+def stream(org: str = "o", job_class: str = lanes.INTERACTIVE, lane: str = LANE_KEY) -> str:
+    return f"{lane}:{job_class}:{org}"
 
 
 def beating(connection: redis.Redis, *workers: str) -> None:
@@ -46,7 +63,6 @@ def beating(connection: redis.Redis, *workers: str) -> None:
 
 def test_a_job_handed_to_a_worker_gone_before_starting_it_is_offered_again_and_started_once(
         connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
     assert offer(connection, "job-1") == 1
     beating(connection, "paused", "other")
     [taken] = lanes.take(connection, "paused", [LANE_KEY], 1)
@@ -63,27 +79,25 @@ def test_a_job_handed_to_a_worker_gone_before_starting_it_is_offered_again_and_s
     assert not lanes.start(connection, "paused", taken), "the paused worker wakes up: the job is not its own"
     record = connection.hgetall(job_key("job-1"))
     assert (record[b"status"], record[b"worker"], record[b"entry"]) == (b"rendering", b"other", again.entry.encode())
-    lanes.done(connection, again)
-    assert connection.xlen(LANE_KEY) == 0 and connection.xpending(LANE_KEY, LANE_GROUP)["pending"] == 0
-    # The gone worker holds nothing now: the next sweep forgets it; the live one stays.
-    lanes.sweep(connection, [LANE_KEY], absences)
-    assert [c["name"] for c in connection.xinfo_consumers(LANE_KEY, LANE_GROUP)] == [b"other"]
+    lanes.done(connection, "other", again)
+    assert not connection.exists(stream()), "an organisation's stream goes once it is empty"
+    assert not connection.exists(HOLDING_PREFIX + "other") and not connection.exists(HOLDING_PREFIX + "paused")
+    # The gone worker holds nothing now: the sweep forgot it; the live one is forgotten when it is gone too.
+    assert connection.smembers(CONSUMERS_KEY) == {b"other"}
 
 
 def test_a_sync_job_its_gone_worker_started_is_left_to_its_waiting_api(connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
     offer(connection, "sync-lost")
     beating(connection, "crashed")
     [taken] = lanes.take(connection, "crashed", [LANE_KEY], 1)
     assert lanes.start(connection, "crashed", taken)
     connection.delete(alive_key("crashed"))
     assert lanes.sweep(connection, [LANE_KEY], Absences(grace_seconds=0)) == 0
-    assert connection.xlen(LANE_KEY) == 0, "no one renders it again: its client is told to retry"
+    assert connection.xlen(stream()) == 0, "no one renders it again: its client is told to retry"
     assert connection.hget(job_key("sync-lost"), "worker") == b"crashed"
 
 
 def test_an_async_job_lost_with_its_worker_runs_again_once_then_fails_uncharged(connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
     offer(connection, "async-lost", kind=lanes.ASYNC)
     absences = Absences(grace_seconds=0)
     for worker in ("first", "second"):
@@ -102,17 +116,16 @@ def test_an_async_job_lost_with_its_worker_runs_again_once_then_fails_uncharged(
             assert async_jobs.sweep_orphans(connection, absences) == 0
     # The second loss: off the lane, finished as failed by the sweep of orphans (a page that kills its
     # worker does not go on killing workers).
-    assert offered == 0 and connection.xlen(LANE_KEY) == 0
+    assert offered == 0 and connection.xlen(stream(job_class=lanes.BATCH)) == 0
     assert async_jobs.sweep_orphans(connection, absences) == 1
     record = connection.hgetall(job_key("async-lost"))
     assert record[b"status"] == b"failed" and b"internal_application_error" in record[b"error"]
 
 
 def test_the_room_counts_jobs_not_yet_handed_out_and_the_first_lane_comes_first(connection: redis.Redis) -> None:
-    assert offer(connection, "early", room=2) == 1  # before any worker made the group: served all the same
-    lanes.ensure_groups(connection, [REGION_LANE, LANE_KEY])
+    assert offer(connection, "early", room=2) == 1
     assert offer(connection, "common", room=2) == 1
-    assert offer(connection, "refused", room=2) == 0
+    assert offer(connection, "refused", room=2) == 0, "one organisation alone: its share is the whole room"
     assert not connection.exists(job_key("refused")), "a refused job leaves no record"
     beating(connection, "w")
     [first] = lanes.take(connection, "w", [REGION_LANE, LANE_KEY], 1)
@@ -124,17 +137,35 @@ def test_the_room_counts_jobs_not_yet_handed_out_and_the_first_lane_comes_first(
     assert second.reference == "regional", "a region's lane before the common one"
 
 
-def test_a_redis_that_lost_its_data_gets_its_groups_back(connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
+def test_jobs_queued_before_the_hand_off_was_fair_are_still_served_and_swept(connection: redis.Redis) -> None:
+    """The lane's own stream, as the hand-off of one stream a lane left it at an upgrade: read after the
+    organisations' streams, and what a gone worker held there offered again."""
+    connection.xgroup_create(LANE_KEY, LANE_GROUP, id="0", mkstream=True)
+    connection.xadd(LANE_KEY, {"kind": lanes.SYNC, "reference": "old-1", "job": "{}"})
+    connection.xadd(LANE_KEY, {"kind": lanes.SYNC, "reference": "old-2", "job": "{}"})
+    offer(connection, "new")
+    beating(connection, "w", "gone")
+    assert [lanes.take(connection, "w", [LANE_KEY], None)[0].reference for _ in range(2)] == ["new", "old-1"]
+    [held] = lanes.take(connection, "gone", [LANE_KEY], None)
+    assert held.reference == "old-2" and held.lane == LANE_KEY
+    connection.delete(alive_key("gone"))
+    assert lanes.sweep(connection, [LANE_KEY], Absences(grace_seconds=0)) == 1
+    [again] = lanes.take(connection, "w", [LANE_KEY], None)
+    assert again.reference == "old-2" and lanes.start(connection, "w", again)
+    lanes.done(connection, "w", again)
+    assert connection.exists(LANE_KEY), "the lane's own stream is never deleted"
+
+
+def test_a_redis_that_lost_its_data_takes_new_work_at_once(connection: redis.Redis) -> None:
+    offer(connection, "before-the-loss")
     connection.flushdb()
     offer(connection, "after-the-loss")
-    assert lanes.take(connection, "w", [LANE_KEY], 1) == []  # NOGROUP: made again
     [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
     assert taken.reference == "after-the-loss"
+    assert lanes.take(connection, "w", [LANE_KEY], None) == []
 
 
 def test_a_surplus_entry_given_back_goes_to_another_worker(connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
     offer(connection, "surplus")
     [taken] = lanes.take(connection, "w1", [LANE_KEY], 1)
     lanes.give_back(connection, "w1", taken)
@@ -153,7 +184,6 @@ def test_a_job_finished_twice_owes_one_webhook_delivery(connection: redis.Redis)
 
 
 def test_job_records_live_as_long_as_the_setting_says(connection: redis.Redis) -> None:
-    lanes.ensure_groups(connection, [LANE_KEY])
     keep_job_records_for(120)  # SCREENSHOT_JOB_RECORD_TTL=120
     try:
         offer(connection, "short-lived")

@@ -123,7 +123,7 @@ async def bulk(request: Request) -> Response:
         async with limit_parallel:
             try:
                 result = await run_capture(context, org, options, reference, trace_id,
-                                           store=options.response_type == "json")
+                                           store=options.response_type == "json", interactive=False)
             except ServiceError as failed:
                 return {"url": url, "response": _entry_response(present_error(failed, reference, trace_id, options))}
         return {"url": url, "response": _entry_response(

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import redis
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from render.queue.keys import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
+from render.queue.keys import COUNTERS_KEY, QUEUE_WAIT_PREFIX, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
+from render.queue.lane_scripts import BATCH, INTERACTIVE
 from render.queue.redis_client import text
 from service.api import error_reference, openapi
 from service.api.context import AppContext
@@ -58,6 +60,19 @@ async def error(code: str) -> Response:
     return HTMLResponse(error_reference.page(code))
 
 
+BACKLOG_SHOWN = 5  # organisations with their own series in screenshot_queue_backlog (a bounded label set)
+
+
+async def backlog(context: AppContext) -> list[tuple[str, int]]:
+    """The organisations with the most jobs waiting, over every lane, then the others together as `other`."""
+    waiting: Counter[str] = Counter()
+    for lane in context.dispatcher.lanes:
+        for org, count in (await context.redis.hgetall(f"{lane}:waiting")).items():
+            waiting[text(org)] += int(count)
+    largest = waiting.most_common(BACKLOG_SHOWN)
+    return [*largest, ("other", sum(waiting.values()) - sum(count for _, count in largest))]
+
+
 @router.get("/metrics", responses=openapi.text_responses("text/plain"), summary="Prometheus metrics")
 async def metrics(request: Request) -> Response:
     context: AppContext = request.app.state.context
@@ -71,4 +86,7 @@ async def metrics(request: Request) -> Response:
     context.metrics.workers.labels("idle").set(max(alive - busy, 0))
     shared = await context.redis.hgetall(COUNTERS_KEY)
     context.metrics.shared.snapshot = {text(k): int(v) for k, v in shared.items()}
+    context.metrics.shared.waits = {job_class: {text(k): float(v) for k, v in (
+        await context.redis.hgetall(QUEUE_WAIT_PREFIX + job_class)).items()} for job_class in (INTERACTIVE, BATCH)}
+    context.metrics.shared.backlog = await backlog(context)
     return Response(generate_latest(context.metrics.registry), media_type=CONTENT_TYPE_LATEST)

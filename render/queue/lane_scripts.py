@@ -1,0 +1,272 @@
+"""The Lua scripts of the hand-off (render.queue.lanes), each one atomic step on Redis.
+
+Names inside a lane (`lane_key`, e.g. `queue:render:jobs`), made by the scripts from the lane's name:
+`<lane>:<class>:<org>` a stream of one organisation's jobs of one class (`interactive`, `batch`), read by the
+workers' group; `<lane>:ready:<class>` the organisations with jobs of that class waiting, scored by their virtual
+time; `<lane>:clock:<class>` the class's virtual time (the score last served); `<lane>:served:<class>` each
+organisation's virtual time when it was last served; `<lane>:waiting:<class>` and `<lane>:waiting` the jobs each
+organisation has waiting (not yet handed to a worker), `<lane>:backlog` a list of one token per job waiting (its
+length the lane's backlog, which KEDA's Redis list scaler reads); `<lane>:turn` counts
+the picks when both classes have work; `<lane>:bell` a list OFFER pushes to, on which idle workers wait;
+`<lane>:noisy` the organisations refused for their share. A worker's streams with an entry it holds are in
+`queue:render:holding:<worker>`, and the workers that hold or held entries in `queue:render:consumers`.
+
+The lane's own name is the stream of the hand-off before it was fair (one stream a lane): workers still read it,
+and the sweep still takes back what a gone worker held there, so jobs queued before an upgrade are served.
+
+Keys are derived inside the scripts from the lane's name (an organisation's stream cannot be known before the
+pick): Redis standalone or Sentinel, not Redis Cluster, as every script of the queue.
+"""
+
+from __future__ import annotations
+
+from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, LANE_GROUP, QUEUE_WAIT_PREFIX, WORKERS_SEEN_KEY
+
+SYNC, ASYNC = "sync", "async"  # how a job is answered: to its waiting API, or finished by its worker
+INTERACTIVE, BATCH = "interactive", "batch"  # its class: a client waits for it, or not
+
+BELL_LENGTH = 64  # tokens kept on a lane's bell: enough to wake every idle worker of a large fleet
+INTERACTIVE_WINDOW_MS = 10_000  # interactive work offered this recently keeps part of the fleet free for more
+FLEET_SEEN_SECONDS = 3  # a worker whose heartbeat is this recent counts in the fleet
+QUEUE_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # seconds, for the queue-wait histogram
+
+_COMMON = f"""
+local GROUP = '{LANE_GROUP}'
+local function num(value) return tonumber(value) or 0 end
+
+-- An entry added at the end of its organisation's stream, counted as waiting, the organisation ready.
+local function enqueue(lane, class, org, fields)
+  local stream = lane .. ':' .. class .. ':' .. org
+  if redis.call('EXISTS', stream) == 0 then redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM') end
+  redis.call('XADD', stream, '*', unpack(fields))
+  redis.call('HINCRBY', lane .. ':waiting:' .. class, org, 1)
+  redis.call('HINCRBY', lane .. ':waiting', org, 1)
+  redis.call('RPUSH', lane .. ':backlog', '1')
+  local ready = lane .. ':ready:' .. class
+  if not redis.call('ZSCORE', ready, org) then
+    -- Back from idle: the class's time now, never earlier than where it left off (no credit for idling).
+    local clock = num(redis.call('GET', lane .. ':clock:' .. class))
+    local last = num(redis.call('HGET', lane .. ':served:' .. class, org))
+    redis.call('ZADD', ready, math.max(clock, last), org)
+  end
+  redis.call('LPUSH', lane .. ':bell', '1')
+  redis.call('LTRIM', lane .. ':bell', 0, {BELL_LENGTH - 1})
+  return stream
+end
+
+-- `count` entries of an organisation's class no longer waiting (handed out, or found missing).
+local function unwait(lane, class, org, count)
+  for _, key in ipairs({{lane .. ':waiting:' .. class, lane .. ':waiting'}}) do
+    if redis.call('HINCRBY', key, org, -count) <= 0 then redis.call('HDEL', key, org) end
+  end
+  redis.call('LPOP', lane .. ':backlog', count)
+end
+"""
+
+# KEYS: the job's record. ARGV: lane, class, organisation, the most jobs the lane holds (max_queue), kind,
+# reference, job, the record's lifetime, then the record's fields and values. {1} when added (and recorded);
+# {0, waiting, share, newly_noisy} when the lane is full and the organisation has its share waiting already.
+OFFER = _COMMON + f"local INTERACTIVE_WINDOW_MS = {INTERACTIVE_WINDOW_MS}\n" + """
+local lane, class, org, most = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+if redis.call('LLEN', lane .. ':backlog') >= most then
+  local mine = num(redis.call('HGET', lane .. ':waiting', org))
+  local active = redis.call('HLEN', lane .. ':waiting')
+  if mine == 0 then active = active + 1 end
+  local share = math.max(1, math.floor(most / active))
+  if mine >= share then return {0, mine, share, redis.call('SADD', lane .. ':noisy', org)} end
+end
+enqueue(lane, class, org, {'kind', ARGV[5], 'reference', ARGV[6], 'job', ARGV[7], 'org', org, 'class', class})
+if class == 'interactive' then redis.call('SET', lane .. ':interactive-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
+if #ARGV > 8 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 9))
+  redis.call('EXPIRE', KEYS[1], ARGV[8])
+end
+return {1}
+"""
+
+# KEYS: none (the streams are chosen here). ARGV: worker, how often batch takes the turn (every Nth pick while
+# both classes have work), the share of the fleet kept for interactive work while it comes, then the lanes the
+# worker serves, the first first. The entry handed to the worker: {stream, id, fields, seconds it waited}; {0}
+# when only batch work waits and it is held back for interactive work; {} when every lane is empty.
+TAKE = _COMMON + f"""
+local worker, batch_every, reserve_share = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local held_back = false
+
+-- Whether a worker may take batch work of `lane` now: always, unless interactive work came within the window,
+-- when batch may occupy the fleet but its reserve (the share, one worker at least, never the whole fleet).
+local function batch_allowed(lane)
+  if reserve_share <= 0 or redis.call('EXISTS', lane .. ':interactive-seen') == 0 then return true end
+  local now = tonumber(redis.call('TIME')[1])
+  local fleet = redis.call('ZCOUNT', '{WORKERS_SEEN_KEY}', now - {FLEET_SEEN_SECONDS}, '+inf')
+  local reserve = math.min(math.max(1, math.floor(fleet * reserve_share)), fleet - 1)
+  return reserve <= 0 or num(redis.call('GET', lane .. ':running:{BATCH}')) < fleet - reserve
+end
+local BUCKETS = {{{", ".join(str(b) for b in QUEUE_WAIT_BUCKETS)}}}
+
+local function waited(class, id)
+  local now = redis.call('TIME')
+  local seconds = math.max(0, (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+                                - tonumber(string.match(id, '^(%d+)'))) / 1000)
+  local histogram = '{QUEUE_WAIT_PREFIX}' .. class
+  for _, bound in ipairs(BUCKETS) do
+    if seconds <= bound then redis.call('HINCRBY', histogram, tostring(bound), 1) end
+  end
+  redis.call('HINCRBY', histogram, 'count', 1)
+  redis.call('HINCRBYFLOAT', histogram, 'sum', seconds)
+  return tostring(seconds)
+end
+
+local function read(stream)
+  local reply = redis.pcall('XREADGROUP', 'GROUP', GROUP, worker, 'COUNT', 1, 'STREAMS', stream, '>')
+  if type(reply) == 'table' and reply.err == nil and reply[1] and reply[1][2][1] then return reply[1][2][1] end
+  return nil
+end
+
+local function held(stream)
+  redis.call('SADD', '{HOLDING_PREFIX}' .. worker, stream)
+  redis.call('SADD', '{CONSUMERS_KEY}', worker)
+end
+
+-- The next entry of a class: the first of the organisation with the lowest virtual time.
+local function pick(lane, class)
+  local ready = lane .. ':ready:' .. class
+  while true do
+    local top = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+    if #top == 0 then return nil end
+    local org, score = top[1], tonumber(top[2])
+    local stream = lane .. ':' .. class .. ':' .. org
+    local entry = read(stream)
+    if entry then
+      unwait(lane, class, org, 1)
+      redis.call('SET', lane .. ':clock:' .. class, score)
+      redis.call('HSET', lane .. ':served:' .. class, org, score + 1)
+      if num(redis.call('HGET', lane .. ':waiting:' .. class, org)) > 0 then
+        redis.call('ZADD', ready, score + 1, org)
+      else
+        redis.call('ZREM', ready, org)
+      end
+      held(stream)
+      if class == '{BATCH}' then redis.call('INCR', lane .. ':running:{BATCH}') end
+      return {{stream, entry[1], entry[2], waited(class, entry[1])}}
+    end
+    -- Counted as waiting but nothing to read (the data was lost): no longer ready, nor counted.
+    redis.call('ZREM', ready, org)
+    local stale = num(redis.call('HGET', lane .. ':waiting:' .. class, org))
+    if stale > 0 then unwait(lane, class, org, stale) end
+  end
+end
+
+for i = 4, #ARGV do
+  local lane = ARGV[i]
+  local taken = nil
+  if redis.call('EXISTS', lane .. ':ready:{BATCH}') == 1 and not batch_allowed(lane) then
+    taken = pick(lane, '{INTERACTIVE}')
+    held_back = held_back or not taken
+  else
+    local first, second = '{INTERACTIVE}', '{BATCH}'
+    if redis.call('EXISTS', lane .. ':ready:' .. first) == 1 and redis.call('EXISTS', lane .. ':ready:' .. second) == 1
+       and redis.call('INCR', lane .. ':turn') % batch_every == 0 then
+      first, second = second, first
+    end
+    taken = pick(lane, first) or pick(lane, second)
+  end
+  if taken then return taken end
+  if redis.call('EXISTS', lane) == 1 then  -- the lane's own stream: jobs queued before the hand-off was fair
+    local entry = read(lane)
+    if entry then
+      held(lane)
+      return {{lane, entry[1], entry[2], '0'}}
+    end
+  end
+end
+if held_back then return {{0}} end
+return {{}}
+"""
+
+# KEYS: the lanes. The jobs waiting in all of them (the lanes' own streams counted too).
+WAITING = f"""
+local total = 0
+for _, lane in ipairs(KEYS) do
+  total = total + redis.call('LLEN', lane .. ':backlog')
+  if redis.call('EXISTS', lane) == 1 then
+    local pending = redis.pcall('XPENDING', lane, '{LANE_GROUP}')
+    local handed = (type(pending) == 'table' and pending.err == nil) and pending[1] or 0
+    total = total + redis.call('XLEN', lane) - handed
+  end
+end
+return total
+"""
+
+_HELD_BY = f"""
+local function held_by(stream, id, consumer)
+  local held = redis.pcall('XPENDING', stream, '{LANE_GROUP}', id, id, 1)
+  return type(held) == 'table' and held.err == nil and #held == 1 and held[1][2] == consumer
+end
+"""
+
+# KEYS: the stream, the job's record, the in-flight set. ARGV: entry id, worker, the record's lifetime,
+# reference, '1' for an async job (watched by the sweep of orphans). 1: the worker renders it; 0: not its own.
+START = _HELD_BY + """
+if not held_by(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[2], 'status', 'rendering', 'worker', ARGV[2], 'lane', KEYS[1], 'entry', ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+if ARGV[5] == '1' then redis.call('SADD', KEYS[3], ARGV[4]) end
+return 1
+"""
+
+# KEYS: the stream. ARGV: entry id, worker, the entry's class, the stream's lane. The entry served (or dropped):
+# off its stream, which goes when empty, and the worker no longer holds anything there (one entry at a time).
+DONE = f"""
+if ARGV[3] == '{BATCH}' and redis.call('DECR', ARGV[4] .. ':running:{BATCH}') < 0 then
+  redis.call('SET', ARGV[4] .. ':running:{BATCH}', 0)
+end
+redis.call('XACK', KEYS[1], '{LANE_GROUP}', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], '{LANE_GROUP}', ARGV[2])
+redis.call('SREM', '{HOLDING_PREFIX}' .. ARGV[2], KEYS[1])
+local own = string.match(KEYS[1], ':{INTERACTIVE}:[^:]+$') or string.match(KEYS[1], ':{BATCH}:[^:]+$')
+if own and redis.call('XLEN', KEYS[1]) == 0 then
+  local pending = redis.pcall('XPENDING', KEYS[1], '{LANE_GROUP}')
+  if type(pending) == 'table' and pending.err == nil and pending[1] == 0 then redis.call('DEL', KEYS[1]) end
+end
+return 1
+"""
+
+# KEYS: the stream, the job's record, the in-flight set. ARGV: entry id, the worker holding it, reference, the
+# stream's lane. 0: not held by that worker (any more). 2: it never started the job: offered again, at the end
+# of its organisation's stream. 3: an async job it was rendering, lost for the first time: offered again (its
+# record back to queued; nothing was charged, a webhook is owed once). 1: the entry is removed and the job left
+# to whoever answers it (a sync job's waiting API; an async job lost twice, or finished, to the sweep of orphans).
+TAKE_BACK = _COMMON + _HELD_BY + f"""
+local stream, id, worker, lane = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
+if not held_by(stream, id, worker) then return 0 end
+local record = redis.call('HMGET', KEYS[2], 'worker', 'status')
+local entry = redis.call('XRANGE', stream, id, id)
+redis.call('XACK', stream, GROUP, id)
+redis.call('XDEL', stream, id)
+if #entry == 0 then return 1 end
+local fields = entry[1][2]
+local values = {{}}
+for i = 1, #fields, 2 do values[fields[i]] = fields[i + 1] end
+if values['class'] == '{BATCH}' and redis.call('DECR', lane .. ':running:{BATCH}') < 0 then
+  redis.call('SET', lane .. ':running:{BATCH}', 0)
+end
+local function again()
+  if values['org'] and values['class'] then return enqueue(lane, values['class'], values['org'], fields) end
+  redis.call('XADD', stream, '*', unpack(fields))  -- an entry of the lane's own stream (before the upgrade)
+end
+if record[1] ~= worker then
+  again()
+  return 2
+end
+if values['kind'] == '{ASYNC}' and record[2] == 'rendering' and not values['lost'] then
+  redis.call('HSET', KEYS[2], 'status', 'queued')
+  redis.call('HDEL', KEYS[2], 'worker', 'lane', 'entry')
+  redis.call('SREM', KEYS[3], ARGV[3])
+  table.insert(fields, 'lost')
+  table.insert(fields, worker)
+  again()
+  return 3
+end
+return 1
+"""
