@@ -18,7 +18,7 @@ import redis
 
 from render.queue.keys import LANE_KEY
 from tests.conftest import Org
-from tests.support.servers import RunningService, running_service, wait_for
+from tests.support.servers import RunningService, metric, running_service, wait_for
 from tests.support.site import Site
 
 MAX_QUEUE = 30
@@ -61,6 +61,10 @@ def test_a_flood_past_its_share_neither_locks_out_nor_delays_another_organisatio
             assert answer.status_code == 503 and answer.json()["error_code"] == "temporary_unavailable"
             assert int(answer.headers["retry-after"]) > 0 and "share" in answer.json()["error_message"]
 
+        # Seen from outside: the backlog by organisation, the refusals by reason.
+        assert metric(http, f'screenshot_queue_backlog{{organisation="{noisy.id}"}}') > 0
+        assert metric(http, 'screenshot_refusals_total{reason="queue_share"}') == len(refused)
+
         # The quiet organisation's captures, behind a backlog the workers need seconds to drain: none is refused,
         # and each waits only for a worker to finish the job in hand (first in, first out, each would wait for
         # all of the backlog: more than MAX_QUEUE of the flood's jobs would end while it waits).
@@ -82,6 +86,13 @@ def test_a_flood_past_its_share_neither_locks_out_nor_delays_another_organisatio
             assert record["status"] == "done", record
         time.sleep(2)
         assert used(http, noisy) == len(accepted) + 1 and used(http, quiet) == 8
+        # Every job's wait counted by its class: the flood's as batch, the captures clients waited for as
+        # interactive (the warm-up of the service's workers included).
+        assert metric(http, 'screenshot_queue_wait_seconds_count{class="batch"}') == len(accepted)
+        assert metric(http, 'screenshot_queue_wait_seconds_count{class="interactive"}') >= 9
+        assert metric(http, 'screenshot_queue_backlog{organisation="other"}') == 0
+        with pytest.raises(KeyError):  # an organisation with nothing waiting has no series
+            metric(http, f'screenshot_queue_backlog{{organisation="{noisy.id}"}}')
     connection = redis.Redis.from_url(shared.redis_url)
     try:  # nothing left waiting, counted or held
         assert connection.llen(f"{LANE_KEY}:backlog") == 0
