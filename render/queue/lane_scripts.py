@@ -8,7 +8,9 @@ organisation's virtual time when it was last served; `<lane>:waiting:<class>` an
 organisation has waiting (not yet handed to a worker), `<lane>:backlog` a list of one token per job waiting (its
 length the lane's backlog, which KEDA's Redis list scaler reads); `<lane>:turn` counts
 the picks when both classes have work; `<lane>:bell` a list OFFER pushes to, on which idle workers wait;
-`<lane>:noisy` the organisations refused for their share. A worker's streams with an entry it holds are in
+`<lane>:noisy` the organisations refused for their share; `<lane>:interactive-seen` set for 10 s by each
+interactive offer and `<lane>:running:batch` the batch jobs workers hold, by which TAKE keeps part of the fleet
+free for interactive work. A worker's streams with an entry it holds are in
 `queue:render:holding:<worker>`, and the workers that hold or held entries in `queue:render:consumers`.
 
 The lane's own name is the stream of the hand-off before it was fair (one stream a lane): workers still read it,
