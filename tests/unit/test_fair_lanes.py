@@ -5,9 +5,7 @@ may add a job to a full lane (each organisation its share)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
-import pytest
 import redis
 
 from render.queue import lanes
@@ -16,15 +14,6 @@ from render.queue.redis_client import text
 from tests.unit.test_lanes import offer
 
 INTERACTIVE, BATCH = lanes.INTERACTIVE, lanes.BATCH
-
-
-@pytest.fixture
-def connection(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/5")  # no worker of the test service reads it
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
 
 
 def handed_out(connection: redis.Redis, count: int | None = None) -> list[str]:

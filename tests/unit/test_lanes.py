@@ -6,10 +6,8 @@ classes, admission by share) is in test_fair_lanes.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import orjson
-import pytest
 import redis
 
 from render.contract.wire import JobRequest, JobResult, WebhookOrder
@@ -29,15 +27,6 @@ from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences, keep_job_reco
 from service.settings import ServiceSettings
 
 REGION_LANE = lane_key("eu")
-
-
-@pytest.fixture
-def connection(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/5")  # no worker of the test service reads it
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
 
 
 def offer(connection: redis.Redis, reference: str, kind: str = lanes.SYNC, lane: str = LANE_KEY,
