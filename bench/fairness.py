@@ -6,8 +6,8 @@ service of its own: `.venv/bin/python -m bench.fairness [--shots 30]`."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import statistics
-import threading
 import time
 from typing import Any
 
@@ -30,31 +30,49 @@ async def _new_org(redis_url: str, name: str) -> tuple[str, str]:
         await connection.aclose()
 
 
+def _keep_topped_up(api: str, redis_url: str, key: str, org: str, url: str, size: int,
+                    stop: Any, sent: Any) -> None:
+    """The noisy organisation's client, in a process of its own: async captures of `url`, topped up to `size`
+    waiting, until `stop` is set."""
+    connection = redis.Redis.from_url(redis_url)
+    with httpx.Client(base_url=api, timeout=60) as http:
+        while not stop.is_set():
+            for _ in range(size - _waiting(connection, org)):
+                http.get("/v1/screenshot/take", params={"access_key": key, "url": url, "async": "true"}
+                         ).raise_for_status()
+                with sent.get_lock():
+                    sent.value += 1
+            stop.wait(0.02)
+    connection.close()
+
+
+def _waiting(connection: redis.Redis, org: str) -> int:
+    return int(connection.hget(f"{LANE_KEY}:waiting", org) or 0)
+
+
 class Backlog:
-    """The noisy organisation: async captures of `path`, topped up to `size` waiting, until stopped."""
+    """The noisy organisation: async captures of `path`, topped up to `size` waiting, until stopped. Its client
+    runs in a process of its own, as another customer's would: in the measuring process, its thread would
+    share the interpreter (and its lock) with the quiet organisation's client and slow what is measured."""
 
     def __init__(self, base: str, api: str, redis_url: str, path: str, size: int) -> None:
-        self.org, self.key = asyncio.run(_new_org(redis_url, "noisy"))
-        self.base, self.api, self.path, self.size = base, api, path, size
+        self.org, key = asyncio.run(_new_org(redis_url, "noisy"))
+        self.size = size
         self.redis = redis.Redis.from_url(redis_url)
-        self.stop = threading.Event()
-        self.sent = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        context = multiprocessing.get_context("spawn")
+        self.stop, self._sent = context.Event(), context.Value("i", 0)
+        self._process = context.Process(target=_keep_topped_up, daemon=True, args=(
+            api, redis_url, key, self.org, base + path, size, self.stop, self._sent))
+
+    @property
+    def sent(self) -> int:
+        return int(self._sent.value)
 
     def waiting(self) -> int:
-        return int(self.redis.hget(f"{LANE_KEY}:waiting", self.org) or 0)
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.api, timeout=60) as http:
-            while not self.stop.is_set():
-                for _ in range(self.size - self.waiting()):
-                    http.get("/v1/screenshot/take", params={"access_key": self.key, "url": self.base + self.path,
-                                                            "async": "true"}).raise_for_status()
-                    self.sent += 1
-                self.stop.wait(0.02)
+        return _waiting(self.redis, self.org)
 
     def __enter__(self) -> Backlog:
-        self._thread.start()
+        self._process.start()
         deadline = time.monotonic() + 30
         while self.waiting() < self.size and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -62,7 +80,7 @@ class Backlog:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        self._thread.join(30)
+        self._process.join(30)
         deadline = time.monotonic() + 120
         while self.waiting() and time.monotonic() < deadline:  # drained before the next scenario
             time.sleep(0.1)
