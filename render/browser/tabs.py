@@ -48,6 +48,9 @@ class Tab:
     # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
     # listeners, extra headers): such a page is not reused for the next job.
     dirty: bool = False
+    # Playwright routes a job added to the page (request blocking): taken off when the page is wiped
+    # (render.browser.wiping), so they leave the page fit for the next job.
+    routed: bool = False
     # Every origin whose documents this context has held (what the egress proxy saw and what the frames
     # showed, over all its jobs): all are wiped after each job, so state written to an origin without
     # a connection of that job's (an inherited about:blank, say) is wiped too.

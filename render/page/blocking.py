@@ -16,13 +16,13 @@ from functools import cached_property
 from pathlib import Path
 
 import adblock
-from playwright.async_api import Page, Request, Route, WebSocketRoute
+from playwright.async_api import Request, Route, WebSocketRoute
 
 from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
 from render.page.annoyances import Annoyances
 from render.page.failure_rules import url_pattern
-from render.page.styles import add_style_sheet
+from render.page.styles import ADOPT_STYLE_SHEET, add_style_sheet
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ _PAGE_CLASSES_AND_IDS = """() => {
   }
   return [[...classes], [...ids]];
 }"""
+# The list's selectors for the page added, and the page's classes and ids returned, in one round trip.
+_HIDE_AND_LIST = f"(css) => {{ if (css) ({ADOPT_STYLE_SHEET})(css); return ({_PAGE_CLASSES_AND_IDS})(); }}"
 
 
 def release_freed_memory() -> None:
@@ -107,7 +109,15 @@ class RequestBlocker:
         else:
             await route.continue_()
 
-    async def attach(self, page: Page) -> None:
+    @property
+    def changes_page(self) -> bool:
+        """Whether the page gets what the job cannot take back: refusing WebSockets takes an init script in
+        every document (its request routes are taken off when the page is wiped)."""
+        return "websocket" in self._types
+
+    async def attach(self, tab: Tab) -> None:
+        tab.routed = True
+        page = tab.page
         await page.route("**/*", self.handle)
         if "websocket" in self._types:
             # WebSockets bypass request routing: they have a route of their own.
@@ -118,17 +128,25 @@ class RequestBlocker:
             await page.route_web_socket("**/*", refuse)
 
     async def hide_ad_elements(self, tab: Tab) -> None:
-        """Cosmetic rules: the list's selectors for this page and the generic class/id rules it uses."""
+        """Cosmetic rules: the list's selectors for this page, then the generic class/id rules it uses (one round
+        trip to the page, a second only when such rules match)."""
         if not self._loaded:
             return
-        classes, ids = await tab.run(_PAGE_CLASSES_AND_IDS)
         selectors: set[str] = set()
+        generic: list[tuple[adblock.Engine, set[str]]] = []
         for engine in self._loaded:
             specific = engine.url_cosmetic_resources(tab.page.url)
             selectors.update(specific.hide_selectors)
             if not specific.generichide:  # type: ignore[attr-defined]  # present, missing from the stubs
-                selectors.update(engine.hidden_class_id_selectors(classes, ids, set(specific.exceptions)))
-        if selectors:
-            # One rule per selector: a selector Chromium does not understand must not void the others.
-            css = "\n".join(f"{selector} {{ display: none !important; }}" for selector in sorted(selectors))
-            await add_style_sheet(tab, css)
+                generic.append((engine, set(specific.exceptions)))
+        classes, ids = await tab.run(_HIDE_AND_LIST, _hiding(selectors))
+        by_class_or_id: set[str] = set()
+        for engine, exceptions in generic:
+            by_class_or_id.update(engine.hidden_class_id_selectors(classes, ids, exceptions))
+        if by_class_or_id - selectors:
+            await add_style_sheet(tab, _hiding(by_class_or_id - selectors))
+
+
+def _hiding(selectors: set[str]) -> str:
+    """One rule per selector: a selector Chromium does not understand must not void the others."""
+    return "\n".join(f"{selector} {{ display: none !important; }}" for selector in sorted(selectors))

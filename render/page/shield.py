@@ -22,13 +22,13 @@ class Shield:
 
     @property
     def changes_page(self) -> bool:
-        """Whether the page gets routes or init scripts the job cannot take back (then it is not reused as is)."""
-        return self.blocker is not None or self.annoyances.changes_page
+        """Whether the page gets init scripts the job cannot take back (then it is not reused as is)."""
+        return (self.blocker is not None and self.blocker.changes_page) or self.annoyances.changes_page
 
     async def before_load(self, tab: Tab) -> None:
         """Requests routed through the blocker; autoconsent and the widgets' style sheet in every document."""
         if self.blocker is not None:
-            await self.blocker.attach(tab.page)
+            await self.blocker.attach(tab)
         await self.annoyances.install(tab)
 
     async def after_load(self, tab: Tab, deadline: float) -> None:

@@ -11,7 +11,7 @@ import json
 
 from render.browser.tabs import Tab
 
-_ADOPT = """(css) => {
+ADOPT_STYLE_SHEET = """(css) => {
   const sheet = new CSSStyleSheet();
   sheet.replaceSync(css);
   document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
@@ -23,9 +23,9 @@ async def add_style_sheet(tab: Tab, css: str) -> None:
     if "@import" in css:
         await tab.page.add_style_tag(content=css)
     else:
-        await tab.run(_ADOPT, css)
+        await tab.run(ADOPT_STYLE_SHEET, css)
 
 
 def style_sheet_init_script(css: str) -> str:
     """A script for `Page.add_init_script` that adds `css` to every document before its own scripts run."""
-    return f"({_ADOPT})({json.dumps(css)});"
+    return f"({ADOPT_STYLE_SHEET})({json.dumps(css)});"

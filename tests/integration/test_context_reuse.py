@@ -100,6 +100,30 @@ def test_a_worker_keeps_the_pages_of_the_last_two_organisations_only(  # type: i
         assert metric(http, REUSED) == reused + 2, "the evicted page was not kept"
 
 
+def test_a_blocking_job_leaves_its_page_kept_and_the_next_job_unblocked(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """Request blocking routes the page's requests for its job only: the page is kept (not replaced, as a page
+    whose settings a job changed is), and the organisation's next job, without blocking, loads what the first
+    one blocked."""
+    key = make_org_in(single.redis_url).access_key
+    page = f"http://publisher.test:{site.port}/ads.html"
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        def take(*pairs: tuple[str, str]) -> int:
+            before = len(site.requests_to("/banner.png"))
+            answer = http.get("/v1/screenshot/take", params=[("access_key", key), ("url", page),
+                                                             ("wait_until", "networkidle0"), *pairs])
+            assert answer.status_code == 200, answer.text
+            return len(site.requests_to("/banner.png")) - before
+
+        assert take(("block_ads", "true")) == 0  # a new context, kept after the job
+        time.sleep(2)
+        reused = metric(http, REUSED)
+        assert take(("block_ads", "true")) == 0  # the kept page, blocking again
+        assert take() == 1  # the kept page, its routes gone: the ad loads
+        time.sleep(2)
+        assert metric(http, REUSED) == reused + 2
+
+
 def settings_seen(http: httpx.Client, key: str, site: Site, **options: str) -> dict[str, object]:
     """What the settings probe reports, captured with `options`."""
     read = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/settings.html"),
