@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from render.contract.errors import ErrorDetail, InternalError, RequestNotValid, ServiceError
 from service.api.error_answer import error_response
@@ -17,7 +18,16 @@ from service.errors import MethodNotAllowed, RouteNotFound, TemporaryUnavailable
 
 log = logging.getLogger(__name__)
 # The refusals of a request the service could serve later (screenshot_refusals_total, by reason).
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")  # what a 405's Allow may name
 LOAD_REFUSALS = {"temporary_unavailable", "concurrency_limit_reached", "screenshots_limit_reached"}
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the request's path has routes for (RFC 9110's Allow), over every route of the path (Starlette
+    names only the first one's): each method tried against the app's routes."""
+    routes = request.app.router.routes
+    return [method for method in METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)]
 
 
 def install(app: FastAPI) -> None:
@@ -42,8 +52,10 @@ def install(app: FastAPI) -> None:
         trace_id = getattr(request.state, "trace_id", None)
         where = f"{request.method} {request.url.path}"
         if error.status_code == 405:
-            return error_response(MethodNotAllowed(f"{where}: method not allowed; see /docs for the routes."),
-                                  trace_id)
+            allowed = allowed_methods(request)
+            return error_response(MethodNotAllowed(
+                f"{where}: method not allowed (allowed: {', '.join(allowed)}); see /docs for the routes."),
+                trace_id, {"allow": ", ".join(allowed)})
         if error.status_code == 404:
             return error_response(RouteNotFound(f"{where}: no such route; see /docs for the routes."), trace_id)
         log.error("unexpected HTTP error %s on %s (trace %s)", error.status_code, where, trace_id)

@@ -89,6 +89,11 @@ def test_unknown_routes_and_methods_answer_with_the_error_body(client: httpx.Cli
     wrong = client.delete("/v1/screenshot/take")
     assert wrong.status_code == 405
     assert wrong.json()["error_code"] == "request_not_valid" and "DELETE" in wrong.json()["error_message"]
+    # RFC 9110: a 405 names what the path allows, over all of its routes.
+    assert wrong.headers["allow"] == "GET, POST"
+    assert client.request("TRACE", "/healthz").headers["allow"] == "GET"
+    monitor = client.put("/v1/monitors/m1")
+    assert monitor.status_code == 405 and monitor.headers["allow"] == "DELETE, GET, PATCH"
 
 
 @pytest.mark.parametrize("connect", [worker_connection, deliverer_connection], ids=["worker", "deliverer"])
