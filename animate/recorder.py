@@ -30,6 +30,7 @@ _FIND_LINK = """(hints) => {
                                               || a.href.toLowerCase().includes(h)));
   return match ? match.href : null;
 }"""
+_SCROLL_TO = "(y) => window.scrollTo({top: y, left: 0, behavior: 'instant'})"
 _METRICS = """(selector) => {
   const root = document.scrollingElement || document.documentElement;
   const target = selector ? document.querySelector(selector) : null;
@@ -138,16 +139,25 @@ async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline:
         # Stop when the scroll completes, the last frame showing where it came to rest.
         total = min(total, math.floor(timeline.completes * fps / 1000) + 1)
     offset = 0.0  # when the current page's timeline started (ms): it restarts after a navigation
-    for index in range(total):
-        _check_time(deadline, options)
-        t = index * 1000 / fps
-        if navigate_at is not None and t >= navigate_at:
-            navigate_at = None
-            if await _navigate(options, tab, deadline):
-                timeline, offset = await _timeline(options, tab), t
-        y = timeline.position(t - offset)
-        await tab.page.evaluate("(y) => window.scrollTo({top: y, left: 0, behavior: 'instant'})", y)
-        await asyncio.to_thread(encoder.write, await _frame(tab, options))
+    writing: asyncio.Future[None] | None = None  # the previous frame, on its way to ffmpeg meanwhile
+    try:
+        for index in range(total):
+            _check_time(deadline, options)
+            t = index * 1000 / fps
+            if navigate_at is not None and t >= navigate_at:
+                navigate_at = None
+                if await _navigate(options, tab, deadline):
+                    timeline, offset = await _timeline(options, tab), t
+            await tab.run(_SCROLL_TO, timeline.position(t - offset))
+            frame = await _frame(tab, options)
+            if writing is not None:
+                await writing
+            writing = asyncio.ensure_future(asyncio.to_thread(encoder.write, frame))
+        if writing is not None:
+            await writing
+    finally:  # failed meanwhile: the frame on its way is let finish before the encoder is closed
+        if writing is not None and not writing.done():
+            await asyncio.gather(writing, return_exceptions=True)
 
 
 async def _navigate(options: AnimateOptions, tab: Tab, deadline: float) -> bool:

@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -34,11 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
 import redis.asyncio as aioredis
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from bench.chart import write_chart
+from bench.cpu import cpu_seconds, per_capture_ms
 from bench.fairness import BACKLOG_PER_WORKER, fairness
 from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
@@ -365,6 +368,7 @@ class Service:
         self.key = asyncio.run(_new_key(redis_url))
         self.pids = {role: process.pid for role, process in running.processes.items()}
         self.worker_pids = [pid for role, pid in self.pids.items() if role.startswith("worker")]
+        self.redis_pid = int(redis.Redis.from_url(redis_url).info("server")["process_id"])
         self.http = self._stack.enter_context(httpx.Client(base_url=running.url, timeout=120))
         return self
 
@@ -438,10 +442,13 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
         # Throughput: the plain script with 2 and with 4 concurrent loops (its best counts), the service with
         # 4 clients; two alternating rounds each.
         runs: dict[str, list[tuple[list[Shot], float]]] = {"plain 2": [], "plain 4": [], "service": []}
+        spent: Counter[str] = Counter()  # the service's CPU over its parallel rounds, by part
         for _ in range(PARALLEL_ROUNDS):
             runs["plain 2"].append(plain.parallel(2, shots))
             runs["plain 4"].append(plain.parallel(PARALLEL_CLIENTS, shots))
+            before = cpu_seconds(service.pids, service.redis_pid)
             runs["service"].append(service.parallel(PARALLEL_CLIENTS, shots * 2))
+            spent += cpu_seconds(service.pids, service.redis_pid) - before
             memory = worker_memory(service.worker_pids)  # right after the load, before anything is released
         names = {"plain 2": "plain script, 2 in parallel", "plain 4": f"plain script, {PARALLEL_CLIENTS} in parallel",
                  "service": f"service, {PARALLEL_CLIENTS} clients"}
@@ -449,6 +456,8 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
             stats[f"parallel {run}"] = Stats.of(names[run], [shot for got, _ in rounds for shot in got],
                                                 wall=sum(wall for _, wall in rounds))
         service.shot(cache="true")  # the one render that fills the entry
+        memory["cpu_ms_per_capture"] = per_capture_ms(  # type: ignore[assignment]
+            spent, sum(len(got) for got, _ in runs["service"]))
         stats["cache hit"] = Stats.of("service, cache hit", [service.shot(cache="true") for _ in range(shots)])
         stats["fairness"] = fairness(service, service.redis_url, shots)  # type: ignore[assignment]
         stats["recording"] = Stats.of("service, 5 s 1280x720 scroll mp4", [service.recording() for _ in range(3)])
@@ -533,6 +542,10 @@ def main() -> None:
     simple = stats[f"service {SIMPLE.name}"]
     print(f"throughput, service ({PARALLEL_CLIENTS} clients) / plain's best ({plain_best.name}): "
           f"{stats['parallel service'].shots_per_second / plain_best.shots_per_second:.2f}x")
+    cpu = memory["cpu_ms_per_capture"]
+    available = (os.cpu_count() or 1) * 1000 / stats["parallel service"].shots_per_second
+    print("CPU per capture under the parallel load (ms): " + ", ".join(  # type: ignore[union-attr]
+        f"{part} {spent:.1f}" for part, spent in cpu.items()) + f" (of {available:.1f} the machine's cores had)")
     print(f"cache hit / render of the same page (p50): {stats['cache hit'].p50 / simple.p50:.3f}x")
     print(f"time outside the worker (simple page, p50 of end-to-end minus x-service-rendering-seconds): "
           f"{(simple.outside_p50 or 0) * 1000:.1f} ms")
