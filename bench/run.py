@@ -148,6 +148,9 @@ class Scenario:
     full_page: bool = False
     service_params: tuple[tuple[str, str], ...] = ()
     plain: bool = True  # the plain script runs it too
+    # The scenario it is compared with (the same page without the option), taken again in alternation with
+    # this one, so that the option's cost is read from shots of the same moments of the machine.
+    against: str | None = None
 
 
 SIMPLE = Scenario("simple page, png", "/bench/simple.html")
@@ -167,17 +170,19 @@ SCENARIOS = [
     Scenario("full page 40,000 px", "/bench/full.html?height=40000", full_page=True,
              service_params=(("full_page_scroll", "false"),)),
     Scenario("page with ads", "/bench/ads.html"),
-    Scenario("page with ads, block_ads", "/bench/ads.html", service_params=(("block_ads", "true"),), plain=False),
+    Scenario("page with ads, block_ads", "/bench/ads.html", service_params=(("block_ads", "true"),), plain=False,
+             against="page with ads"),
     Scenario("page with slow ads (300 ms)", "/bench/slow-ads.html", plain=False),
     Scenario("page with slow ads, block_ads", "/bench/slow-ads.html", service_params=(("block_ads", "true"),),
-             plain=False),
+             plain=False, against="page with slow ads (300 ms)"),
     # The cost of block_cookie_banners (issue 20): on a page without a banner, and on a real consent library's
     # (tests/consent, installed by `make bench`), against the same page without the option.
     Scenario("simple page, block_cookie_banners", "/bench/simple.html",
-             service_params=(("block_cookie_banners", "true"),), plain=False),
+             service_params=(("block_cookie_banners", "true"),), plain=False, against=SIMPLE.name),
     Scenario("consent banner page (vanilla-cookieconsent)", "/consent/vanilla-bar.html"),
     Scenario("consent banner page, block_cookie_banners", "/consent/vanilla-bar.html",
-             service_params=(("block_cookie_banners", "true"),), plain=False),
+             service_params=(("block_cookie_banners", "true"),), plain=False,
+             against="consent banner page (vanilla-cookieconsent)"),
 ]
 MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8", "webp": b"RIFF"}
 
@@ -429,13 +434,16 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
             service.shot()
         for scenario in SCENARIOS:
             sides = {"service": lambda scenario=scenario: service.shot(scenario)}
+            if scenario.against is not None:
+                baseline = next(other for other in SCENARIOS if other.name == scenario.against)
+                sides["without"] = lambda baseline=baseline: service.shot(baseline)
             if scenario.plain:
                 sides = {"plain": lambda scenario=scenario: plain.shot(scenario),
                          "floor": lambda scenario=scenario: floor.shot(scenario), **sides}
             taken = blocks(sides, shots, scenario.name)
             for side, got in taken.items():
-                label = {"plain": "plain script", "floor": "floor (one warm page, goto + CDP capture)"}.get(
-                    side, "service")
+                label = {"plain": "plain script", "floor": "floor (one warm page, goto + CDP capture)",
+                         "without": "service without the option, in alternation with"}.get(side, "service")
                 stats[f"{side} {scenario.name}"] = Stats.of(f"{label}, {scenario.name}", got)
         for failure in plain.failures:
             print(f"the plain script's Chromium refused a shot, taken again: {failure}", flush=True)
@@ -527,7 +535,7 @@ def main() -> None:
     rows = []
     for scenario in SCENARIOS:
         rows += [stats[key] for key in (f"floor {scenario.name}", f"plain {scenario.name}",
-                                        f"service {scenario.name}") if key in stats]
+                                        f"without {scenario.name}", f"service {scenario.name}") if key in stats]
     plain_best = max(stats["parallel plain 2"], stats["parallel plain 4"], key=lambda row: row.shots_per_second)
     rows += [stats["parallel plain 2"], stats["parallel plain 4"], stats["parallel service"], stats["cache hit"],
              stats["recording"], stats["recording 60"]]
@@ -556,14 +564,16 @@ def main() -> None:
                f"with Playwright's Node driver")
     print(f"worker memory after the parallel load (per worker): RSS {rss} (each page counted once); "
           f"{memory['rss_summed_mib']:.0f} MiB RSS summed over its processes; {memory['pss_mib']:.0f} MiB PSS")
-    blocking = stats["service page with ads, block_ads"].p50 / stats["service page with ads"].p50
-    slow = stats["service page with slow ads, block_ads"].p50 / stats["service page with slow ads (300 ms)"].p50
-    print(f"block_ads / without on the page with ads: {blocking:.2f}x; on the page with slow ads: {slow:.2f}x")
-    for page, without, option in (
-            ("without a banner", f"service {SIMPLE.name}", "service simple page, block_cookie_banners"),
-            ("with one", "service consent banner page (vanilla-cookieconsent)",
-             "service consent banner page, block_cookie_banners")):
-        print(f"block_cookie_banners on a page {page}: {(stats[option].p50 - stats[without].p50) * 1000:+.0f} ms p50")
+    def option(name: str) -> tuple[float, float]:  # p50 with the option, and without it in the same blocks
+        return stats[f"service {name}"].p50, stats[f"without {name}"].p50
+
+    (ads, plain_ads), (slow, plain_slow) = option("page with ads, block_ads"), option("page with slow ads, block_ads")
+    print(f"block_ads / without on the page with ads: {ads / plain_ads:.2f}x; on the page with slow ads: "
+          f"{slow / plain_slow:.2f}x")
+    for page, name in (("without a banner", "simple page, block_cookie_banners"),
+                       ("with one", "consent banner page, block_cookie_banners")):
+        with_option, without = option(name)
+        print(f"block_cookie_banners on a page {page}: {(with_option - without) * 1000:+.0f} ms p50")
     fair: dict[str, float] = stats["fairness"]  # type: ignore[assignment]
     print(f"fairness: a quiet organisation's p50 behind another's backlog of {BACKLOG_PER_WORKER}x the fleet "
           f"({fair['behind_p50'] * 1000:.0f} ms) / alone ({fair['alone_p50'] * 1000:.0f} ms): "
