@@ -3,17 +3,20 @@
 `default` records in real time: frame i is the newest capture at time i / fps (a capture slower than a
 frame repeats the previous one, so the video always lasts `duration`). `scroll` steps through frames:
 before frame i the page is scrolled to where the timeline says it is at i / fps, so the motion follows
-the easing curve exactly whatever each capture costs.
+the easing curve exactly whatever each capture costs; its frames are the ones Chromium pushes as it draws
+them, each showing the offset scrolled to (animate/screencast.py), and captured only when none comes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 
 from animate.encoder import Encoder, VideoSpec
 from animate.options import AnimateOptions
+from animate.screencast import Screencast
 from animate.timeline import Timeline, plan
 from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, open_page
@@ -30,7 +33,8 @@ _FIND_LINK = """(hints) => {
                                               || a.href.toLowerCase().includes(h)));
   return match ? match.href : null;
 }"""
-_SCROLL_TO = "(y) => window.scrollTo({top: y, left: 0, behavior: 'instant'})"
+# Scrolls, and says where the page came to (Chromium rounds the offset; the end of the page clamps it).
+_SCROLL_TO = "(y) => { window.scrollTo({top: y, left: 0, behavior: 'instant'}); return window.scrollY; }"
 _METRICS = """(selector) => {
   const root = document.scrollingElement || document.documentElement;
   const target = selector ? document.querySelector(selector) : null;
@@ -75,7 +79,7 @@ async def record(options: AnimateOptions, tab: Tab, env: Environment, deadline: 
     encoder = Encoder(spec)
     try:
         if options.scenario == "scroll":
-            await _scroll(options, tab, encoder, deadline)
+            await _scroll(options, tab, encoder, deadline, (frame_width, frame_height))
         else:
             await _real_time(options, tab, encoder, first, deadline)
         body = await asyncio.to_thread(encoder.finish)
@@ -129,7 +133,8 @@ async def _timeline(options: AnimateOptions, tab: Tab) -> Timeline:
     return plan(options, metrics["maxScroll"], target)
 
 
-async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline: float) -> None:
+async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline: float,
+                  frame_size: tuple[int, int]) -> None:
     timeline = await _timeline(options, tab)
     duration_ms = options.duration * 1000
     navigate_at = options.navigate_after_ms if options.scroll_try_navigate else None
@@ -140,21 +145,36 @@ async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline:
         total = min(total, math.floor(timeline.completes * fps / 1000) + 1)
     offset = 0.0  # when the current page's timeline started (ms): it restarts after a navigation
     writing: asyncio.Future[None] | None = None  # the previous frame, on its way to ffmpeg meanwhile
+    shown: float | None = None  # the scroll offset of the previous frame
+    # Transparent frames (omit_background) are PNG captures with the page's background taken out: captured.
+    cast = None if options.omit_background else Screencast(tab, "jpeg", FRAME_QUALITY, frame_size)
+    using_cast = cast is not None
     try:
-        for index in range(total):
-            _check_time(deadline, options)
-            t = index * 1000 / fps
-            if navigate_at is not None and t >= navigate_at:
-                navigate_at = None
-                if await _navigate(options, tab, deadline):
-                    timeline, offset = await _timeline(options, tab), t
-            await tab.run(_SCROLL_TO, timeline.position(t - offset))
-            frame = await _frame(tab, options)
+        async with cast or contextlib.nullcontext():
+            for index in range(total):
+                _check_time(deadline, options)
+                t = index * 1000 / fps
+                if navigate_at is not None and t >= navigate_at:
+                    navigate_at = None
+                    if await _navigate(options, tab, deadline):
+                        timeline, offset, shown = await _timeline(options, tab), t, None
+                        if cast is not None:
+                            await cast.restart()
+                since = cast.count if cast is not None else 0
+                at = float(await tab.run(_SCROLL_TO, timeline.position(t - offset)))
+                frame = None if cast is None or not using_cast else await cast.frame_showing(
+                    at, since, moved=at != shown)
+                if frame is None:
+                    # Captured instead, for the rest of the recording: a page whose frames were not pushed in
+                    # time pays FRAME_WAIT_SECONDS once.
+                    using_cast = False
+                    frame = await _frame(tab, options)
+                shown = at
+                if writing is not None:
+                    await writing
+                writing = asyncio.ensure_future(asyncio.to_thread(encoder.write, frame))
             if writing is not None:
                 await writing
-            writing = asyncio.ensure_future(asyncio.to_thread(encoder.write, frame))
-        if writing is not None:
-            await writing
     finally:  # failed meanwhile: the frame on its way is let finish before the encoder is closed
         if writing is not None and not writing.done():
             await asyncio.gather(writing, return_exceptions=True)
