@@ -102,10 +102,10 @@ def capture_responses(kind: str) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def json_responses(schema: str, *statuses: int) -> dict[int | str, dict[str, Any]]:
-    """An operation answering a JSON object (`schema`, a component) or the error body."""
-    return {200: {"description": "OK", "content": {"application/json": {"schema": {
-        "$ref": f"#/components/schemas/{schema}"}}}}, **_errors(*statuses)}
+def json_responses(schema: str, *statuses: int, success: int = 200) -> dict[int | str, dict[str, Any]]:
+    """An operation answering a JSON object (`schema`, a component) with `success`, or the error body."""
+    return {success: {"description": "Created" if success == 201 else "OK", "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{schema}"}}}}, **_errors(*statuses)}
 
 
 def bulk_responses() -> dict[int | str, dict[str, Any]]:
@@ -143,6 +143,17 @@ def file_responses() -> dict[int | str, dict[str, Any]]:
     content = {media: {"schema": _BINARY} for media in [*_IMAGE_TYPES, *_DOCUMENT_TYPES, *_VIDEO_TYPES]}
     content["application/json"] = {"schema": {}}
     return {200: {"description": "The stored bytes.", "content": content}, **_errors(400, 404)}
+
+
+def _monitor(spec: dict[str, Any]) -> dict[str, Any]:
+    """A monitor as answered: its spec's fields and what the service keeps of it, in one object (an allOf with the
+    spec, which admits no other field, could match no answer)."""
+    text = {"type": "string"}
+    kept = {"id": text, "paused_reason": {"type": ["string", "null"]}, "failures_in_row": {"type": "integer"},
+            "created": text, "updated": text, "next_run": {"type": ["string", "null"]},
+            "last_run": {"anyOf": [{"$ref": "#/components/schemas/MonitorRun"}, {"type": "null"}]}}
+    return {"type": "object", "title": "Monitor", "additionalProperties": False,
+            "properties": {**spec["properties"], **kept}, "required": [*spec.get("required", []), *kept]}
 
 
 def _components(bulk_max: int) -> dict[str, Any]:
@@ -237,11 +248,7 @@ def _components(bulk_max: int) -> dict[str, Any]:
         "CompareRequest": compare_request,
         "MonitorSpec": monitor_spec,
         **monitor_defs,
-        "Monitor": {"allOf": [{"$ref": "#/components/schemas/MonitorSpec"}, {"type": "object", "properties": {
-            "id": text, "paused_reason": {"type": ["string", "null"]}, "failures_in_row": number, "created": text,
-            "updated": text, "next_run": {"type": ["string", "null"]},
-            "last_run": {"anyOf": [{"$ref": "#/components/schemas/MonitorRun"}, {"type": "null"}]}}}],
-            "title": "Monitor"},
+        "Monitor": _monitor(monitor_spec),
         "Monitors": {"type": "object", "title": "Monitors", "properties": {
             "monitors": {"type": "array", "items": {"$ref": "#/components/schemas/Monitor"}}}},
         "MonitorRun": {"type": "object", "title": "MonitorRun", "description": "One run of a monitor.", "properties": {

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 import redis
 from croniter import croniter
@@ -43,6 +44,13 @@ def runs(client: httpx.Client, org: Org, monitor_id: str) -> list[dict[str, Any]
     answer = client.get(f"/v1/monitors/{monitor_id}/runs", params={"access_key": org.access_key, "limit": 100})
     assert answer.status_code == 200, answer.text
     return list(answer.json()["runs"])
+
+
+def conforms(client: httpx.Client, schema: str, answer: Any) -> None:
+    """`answer` is what /openapi.json's component `schema` describes (JSON Schema 2020-12, as OpenAPI 3.1 has it,
+    its references resolved in the document): what a generated client checks."""
+    document = client.get("/openapi.json").json()
+    jsonschema.Draft202012Validator({**document, "$ref": f"#/components/schemas/{schema}"}).validate(answer)
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -121,8 +129,13 @@ def test_a_monitor_tells_its_webhook_of_changes_only_and_one_on_a_static_page_ne
 def test_runs_are_listed_newest_first_with_their_change(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
     org = make_org()
     live, url = live_page(site)
-    monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1}, keep_runs=3,
-                     change_threshold=0.5).json()
+    created = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1}, keep_runs=3,
+                     change_threshold=0.5)
+    assert created.status_code == 201, created.text
+    operation = client.get("/openapi.json").json()["paths"]["/v1/monitors"]["post"]
+    assert "201" in operation["responses"] and "200" not in operation["responses"]  # as answered
+    monitor = created.json()
+    conforms(client, "Monitor", monitor)
     wait_until(lambda: len(runs(client, org, monitor["id"])) >= 1, 30, "the first run")
     live.version = "layout"
     wait_until(lambda: live.fetches >= 5 and len(runs(client, org, monitor["id"])) == 3, 30, "five runs")
@@ -135,6 +148,10 @@ def test_runs_are_listed_newest_first_with_their_change(client: httpx.Client, ma
             assert run["changed"] is False
     shown = client.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).json()
     assert shown["last_run"]["reference"] in [run["reference"] for run in runs(client, org, monitor["id"])[:2]]
+    # Every answer is what the OpenAPI says (a Monitor with its last run, the list, the runs).
+    conforms(client, "Monitor", shown)
+    conforms(client, "Monitors", client.get("/v1/monitors", params={"access_key": org.access_key}).json())
+    conforms(client, "MonitorRuns", {"runs": history})
     client.delete(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key})
 
 

@@ -93,7 +93,7 @@ async def owned(context: AppContext, org: Organisation, monitor_id: str) -> moni
     return monitor
 
 
-@router.post("", openapi_extra=JSON_SECURED, responses=openapi.json_responses("Monitor", 400, 413),
+@router.post("", openapi_extra=JSON_SECURED, responses=openapi.json_responses("Monitor", 400, 413, success=201),
              status_code=201, summary="Create a monitor: a capture on a schedule, its webhook told of changes")
 async def create(request: Request) -> Response:
     context: AppContext = request.app.state.context
