@@ -21,7 +21,7 @@ import pyvips
 from tests.conftest import Org, create_org
 from tests.support.images import decode
 from tests.support.pages.consent import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES, ConsentPage
-from tests.support.plain import differing_pixels
+from tests.support.plain import differing_pixels, differing_region
 from tests.support.servers import RunningService, running_service
 from tests.support.site import Site
 
@@ -133,7 +133,8 @@ def test_a_real_banner_is_refused_or_hidden_and_leaves_nothing_behind(corpus: Co
         blocked = corpus[(page.name, when)]
         assert (blocked.width, blocked.height) == (without.width, without.height), \
             f"{when}: the page is not at its natural size"
-        assert differing_pixels(blocked, without) == 0, f"{when}: the page differs from the page without the library"
+        assert differing_pixels(blocked, without) == 0, \
+            f"{when}: the page differs from the page without the library: {differing_region(blocked, without)}"
     assert corpus[(page.name, "lock")] == "none"
 
 

@@ -120,6 +120,17 @@ class PlainBrowser:
             page.close()
 
 
+def differing_region(a: pyvips.Image, b: pyvips.Image) -> str:
+    """Where two images of one size differ: the box around every differing pixel, and what `a` has at its middle
+    (for a failure's message: a banner's leftover, say, is told by where it is and its colour)."""
+    a, b = (image.flatten() if image.hasalpha() else image for image in (a, b))
+    left, top, width, height = (a != b).bandor().find_trim(threshold=0, background=[0])
+    if not width:
+        return "no pixel differs"
+    middle = [round(value) for value in a.getpoint(left + width // 2, top + height // 2)]
+    return f"pixels differ in {width}x{height} at ({left}, {top}); the first image has {middle} at its middle"
+
+
 def differing_pixels(a: pyvips.Image, b: pyvips.Image) -> int:
     """How many pixels differ (any band); sizes must match."""
     assert (a.width, a.height) == (b.width, b.height), f"{a.width}x{a.height} != {b.width}x{b.height}"
