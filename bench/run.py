@@ -348,7 +348,13 @@ def worker_memory(workers: list[int]) -> dict[str, float | None]:
             return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "node"
         return False
 
+    def part(pid: int, root: int) -> str:
+        return "driver" if driver(pid) else "python" if pid == root else "chromium"
+
+    by_part = {name: sum((counted_once([pid for pid in tree if part(pid, tree[0]) == name]) or 0.0) for tree in trees)
+               / len(trees) for name in ("python", "driver", "chromium")}  # per worker
     return {"rss_mib": average([counted_once(tree) for tree in trees]),
+            **{f"rss_{name}_mib": value for name, value in by_part.items()},
             "rss_python_chromium_mib": average([counted_once([pid for pid in tree if not driver(pid)])
                                                 for tree in trees]),
             "rss_summed_mib": sum(memory_kib(pid, "Rss") for tree in trees for pid in tree) / 1024 / len(workers),
@@ -563,7 +569,9 @@ def main() -> None:
         rss = (f"{memory['rss_python_chromium_mib']:.0f} MiB of Python and Chromium, {memory['rss_mib']:.0f} MiB "
                f"with Playwright's Node driver")
     print(f"worker memory after the parallel load (per worker): RSS {rss} (each page counted once); "
-          f"{memory['rss_summed_mib']:.0f} MiB RSS summed over its processes; {memory['pss_mib']:.0f} MiB PSS")
+          f"{memory['rss_summed_mib']:.0f} MiB RSS summed over its processes; {memory['pss_mib']:.0f} MiB PSS; "
+          f"by part: Python {memory['rss_python_mib']:.0f}, Node driver {memory['rss_driver_mib']:.0f}, Chromium "
+          f"{memory['rss_chromium_mib']:.0f} MiB (each part's pages once)")
     def option(name: str) -> tuple[float, float]:  # p50 with the option, and without it in the same blocks
         return stats[f"service {name}"].p50, stats[f"without {name}"].p50
 
