@@ -72,7 +72,7 @@ def test_a_worker_whose_chromium_cannot_start_is_unhealthy_until_it_can(
     assert ready.status_code == 503 and ready.json()["workers"] == 0, ready.text
     org = asyncio.run(create_org(env["SCREENSHOT_REDIS_URL"], quota=100, concurrency=2))
     waited = httpx.get(f"{api}/v1/screenshot/take", params={
-        "access_key": org.access_key, "url": site.url("/colours.html"), "timeout": "5"}, timeout=60)
+        "access_key": org.access_key, "url": site.url("/colours.html"), "timeout": "1"}, timeout=60)
     # No worker takes it (none can render): the request runs out of time, it is never a crash of ours.
     assert waited.status_code >= 400 and waited.json()["error_code"] != "internal_application_error", waited.text
     flag.touch()  # the operator fixes the profile; the worker's next probe starts Chromium
