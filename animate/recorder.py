@@ -148,7 +148,7 @@ async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline:
     shown: float | None = None  # the scroll offset of the previous frame
     # Transparent frames (omit_background) are PNG captures with the page's background taken out: captured.
     cast = None if options.omit_background else Screencast(tab, "jpeg", FRAME_QUALITY, frame_size)
-    using_cast = cast is not None
+    pushed = cast  # None once a frame was not pushed in time: captured from then on
     try:
         async with cast or contextlib.nullcontext():
             for index in range(total):
@@ -158,16 +158,15 @@ async def _scroll(options: AnimateOptions, tab: Tab, encoder: Encoder, deadline:
                     navigate_at = None
                     if await _navigate(options, tab, deadline):
                         timeline, offset, shown = await _timeline(options, tab), t, None
-                        if cast is not None:
-                            await cast.restart()
-                since = cast.count if cast is not None else 0
+                        if pushed is not None:
+                            await pushed.restart()
+                since = pushed.count if pushed is not None else 0
                 at = float(await tab.run(_SCROLL_TO, timeline.position(t - offset)))
-                frame = None if cast is None or not using_cast else await cast.frame_showing(
-                    at, since, moved=at != shown)
+                frame = await pushed.frame_showing(at, since, moved=at != shown) if pushed is not None else None
                 if frame is None:
                     # Captured instead, for the rest of the recording: a page whose frames were not pushed in
                     # time pays FRAME_WAIT_SECONDS once.
-                    using_cast = False
+                    pushed = None
                     frame = await _frame(tab, options)
                 shown = at
                 if writing is not None:

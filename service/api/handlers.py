@@ -17,8 +17,8 @@ from service.api.error_answer import error_response
 from service.errors import MethodNotAllowed, RouteNotFound, TemporaryUnavailable
 
 log = logging.getLogger(__name__)
-# The refusals of a request the service could serve later (screenshot_refusals_total, by reason).
 METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")  # what a 405's Allow may name
+# The refusals of a request the service could serve later (screenshot_refusals_total, by reason).
 LOAD_REFUSALS = {"temporary_unavailable", "concurrency_limit_reached", "screenshots_limit_reached"}
 
 
