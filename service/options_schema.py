@@ -22,6 +22,21 @@ def _renamed(schema: Any) -> Any:
     return schema
 
 
+# What describes a property rather than constrains its value: kept outside the anyOf `_nullable` makes.
+_ANNOTATIONS = ("title", "description", "default", "writeOnly", "deprecated", "examples", *_EXTENSIONS.values())
+
+
+def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    """`prop` admitting a JSON null too: in a body, null is the same as leaving the parameter out (README,
+    Parameters), so a generated client may send one and the server accepts it (service/api/body_schema.py
+    holds bodies to this document)."""
+    if any(option.get("type") == "null" for option in prop.get("anyOf", ())):
+        return prop
+    value = {key: item for key, item in prop.items() if key not in _ANNOTATIONS}
+    return {**{key: item for key, item in prop.items() if key in _ANNOTATIONS},
+            "anyOf": [value, {"type": "null"}]}
+
+
 def _state_shown_default(prop: dict[str, Any]) -> None:
     """A default that depends on other parameters (`None` in the model: 1280 x 1024 at scale 1 unless a
     viewport_device preset sets them) written into the description, where client generators show it."""
@@ -49,4 +64,5 @@ def options_schema(kind: str) -> dict[str, Any]:
     schema["properties"]["signature"] = {
         "type": "string", "description": "Hex HMAC-SHA256 of the request, keyed with the signing key "
         "(required when the organisation requires signed requests)."}
+    schema["properties"] = {name: _nullable(prop) for name, prop in schema["properties"].items()}
     return schema

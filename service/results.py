@@ -126,8 +126,8 @@ def present_success(options: TakeOptions, result: JobResult, reference: str, tra
         if options.attachment_name is not None:
             headers["content-disposition"] = content_disposition(options.attachment_name)
         return Presented(200, headers, result.body, result.content_type)
-    if options.response_type == "empty":
-        return Presented(200, headers, b"", None)
+    if options.response_type == "empty":  # typed as the output it stands for (a client may check what was made)
+        return Presented(200, headers, b"", result.content_type)
     body: dict[str, Any] = {
         "is_successful": True,
         "screenshot_url": links.url(result.storage_key)[0] if result.storage_key else None,

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import Request
 
 from service import signatures
+from service.api.body_schema import check as body_schema_check
 from service.errors import AccessKeyInvalid, AccessKeyRequired, SignatureNotValid, SignatureRequired
 from service.organisations import Organisation, OrganisationStore
 from service.params import RawParams, collect, parse_body
@@ -61,12 +62,16 @@ class Caller:
     organisation: Organisation
 
 
-def caller(arrays: frozenset[str] = frozenset()) -> Callable[[Request], Awaitable[Caller]]:
-    """A FastAPI dependency: the request's parameters (query string, and a POST's JSON body; `arrays` are the
-    parameters that take several values) and its organisation, after the access key and signature rules."""
+def caller(arrays: frozenset[str] = frozenset(), body_schema: str | None = None
+           ) -> Callable[[Request], Awaitable[Caller]]:
+    """A FastAPI dependency: the request's parameters (query string, and a POST's JSON body, of the OpenAPI
+    component `body_schema`'s types; `arrays` are the parameters that take several values) and its
+    organisation, after the access key and signature rules."""
 
     async def dependency(request: Request) -> Caller:
         body = parse_body(await request.body()) if request.method == "POST" else {}
+        if body and body_schema is not None:
+            body_schema_check(request.app.openapi(), body_schema, body)
         params = collect(method=request.method, raw_query=request.url.query, body=body,
                          header_key=request.headers.get("x-access-key"), array_params=arrays)
         return Caller(params, await authenticate(params, request.app.state.context.organisations))
@@ -74,13 +79,16 @@ def caller(arrays: frozenset[str] = frozenset()) -> Callable[[Request], Awaitabl
     return dependency
 
 
-async def body_caller(request: Request) -> tuple[Organisation, dict[str, Any], str]:
-    """A request whose parameters are nested JSON (bulk, compare, monitors): its organisation, its body and its
-    access key (the X-Access-Key header, the query or the body's `access_key`). Such a body is signed whole:
-    `?signature=` is the hex HMAC-SHA256 of the raw body (like webhooks), in the query only, since a signature
-    inside the body could not cover it."""
+async def body_caller(request: Request, body_schema: str, *, whole: bool = False
+                      ) -> tuple[Organisation, dict[str, Any], str]:
+    """A request whose parameters are nested JSON (bulk, compare, monitors): its organisation, its body (of the
+    OpenAPI component `body_schema`'s types, or with `whole` all its rules) and its access key (the X-Access-Key
+    header, the query or the body's `access_key`). Such a body is signed whole: `?signature=` is the hex
+    HMAC-SHA256 of the raw body (like webhooks), in the query only, since a signature inside the body could
+    not cover it."""
     raw_body = await request.body()
     body = parse_body(raw_body)
+    body_schema_check(request.app.openapi(), body_schema, body, whole=whole)
     params = collect(method="POST", raw_query=request.url.query, body={"access_key": body.get("access_key")},
                      header_key=request.headers.get("x-access-key"), array_params=frozenset())
     org = await organisation_of(params.access_key, request.app.state.context.organisations)

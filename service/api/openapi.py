@@ -77,8 +77,14 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
                413: "The body is over SCREENSHOT_MAX_BODY_BYTES.",
                500: "The capture failed (timeout, network, the page's host) or an internal error.",
                503: "The queue store is unreachable or the queue is full: retry later."}
-    return {status: {"description": meaning[status], "content": {"application/json": {"schema": ERROR}}}
-            for status in statuses}
+    answers: dict[int | str, dict[str, Any]] = {
+        status: {"description": meaning[status], "content": {"application/json": {"schema": ERROR}}}
+        for status in statuses}
+    if 400 in answers:  # refused by the HTTP server itself, before the API reads the request
+        answers[400]["description"] += (" A request line or header block over 64 KiB is refused by the HTTP server "
+                                        "before the API reads it, in plain text: send long parameters in a POST body.")
+        answers[400]["content"]["text/plain"] = {"schema": {"type": "string"}}
+    return answers
 
 
 def _headers() -> dict[str, Any]:
@@ -234,19 +240,25 @@ def _components(bulk_max: int) -> dict[str, Any]:
         "BulkRequest": {
             "type": "object", "title": "BulkRequest", "required": ["requests"], "additionalProperties": False,
             "properties": {
-                "access_key": {"type": "string", "writeOnly": True},
-                "execute": {"type": "boolean", "default": False,
+                # null: the same as leaving the field out, as in every capture's body.
+                "access_key": {"type": ["string", "null"], "writeOnly": True},
+                "execute": {"type": ["boolean", "null"], "default": False,
                             "description": "Run the captures now and answer their results."},
-                "optimize": {"type": "boolean", "default": False,
+                "optimize": {"type": ["boolean", "null"], "default": False,
                              "description": "With execute: load each distinct page once."},
-                "merge_pdf": {"type": "boolean", "default": False,
+                "merge_pdf": {"type": ["boolean", "null"], "default": False,
                               "description": "With execute, every request a PDF: answer one PDF of them all."},
-                "options": {**entry, "description": "Parameters every entry starts from."},
+                "options": {"anyOf": [entry, {"type": "null"}], "description": "Parameters every entry starts from."},
                 "requests": {"type": "array", "minItems": 1, "maxItems": bulk_max, "items": entry,
                              "description": "One object of /take parameters per capture (SCREENSHOT_BULK_MAX_"
                                             "REQUESTS at most)."}}},
         "CompareRequest": compare_request,
         "MonitorSpec": monitor_spec,
+        "MonitorChange": {**monitor_spec, "title": "MonitorChange", "required": [],
+                          "description": "PATCH /v1/monitors/{id}: the fields to change; the others (a null "
+                                         "request too) stay as they are.",
+                          "properties": {**monitor_spec["properties"], "request": {
+                              "anyOf": [monitor_spec["properties"]["request"], {"type": "null"}]}}},
         **monitor_defs,
         "Monitor": _monitor(monitor_spec),
         "Monitors": {"type": "object", "title": "Monitors", "properties": {
@@ -305,10 +317,11 @@ def document(app: FastAPI, bulk_max: int) -> dict[str, Any]:
         for operation in operations.values():
             operation.get("responses", {}).pop("422", None)
             operation.setdefault("security", [])
-            for answer in operation.get("responses", {}).values():
-                # FastAPI puts its default JSON first; the bytes of the default format lead instead.
+            for status, answer in operation.get("responses", {}).items():
+                # FastAPI puts its default JSON first; the bytes of the default format lead instead (a
+                # refusal's JSON error body stays first: generators read an answer's first media type).
                 content = answer.get("content", {})
-                if len(content) > 1 and "application/json" in content:
+                if str(status).startswith("2") and len(content) > 1 and "application/json" in content:
                     content["application/json"] = content.pop("application/json")
     app.openapi_schema = spec
     return spec

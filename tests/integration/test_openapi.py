@@ -174,9 +174,10 @@ def calls(client: Any, unauthenticated: Any, site: Site) -> None:
     image = decode(answer.content)
     assert (image.width, image.height) == (320, 200)
 
-    # POST with the body model (the generated model sends every default: each must be accepted).
+    # POST with the body model (the generated model sends every default: each must be accepted, of its JSON
+    # type). A body parameter may be null (left out), so the generator names its enum "...Type0".
     options = models.TakeOptions(html="<body style='margin:0;background:#00ff00'></body>", viewport_width=64,
-                                 viewport_height=48, response_type=models.TakeOptionsResponseType.JSON)
+                                 viewport_height=48, response_type=models.TakeOptionsResponseTypeType0.JSON)
     answer = take_post.sync_detailed(client=client, body=options)
     assert answer.status_code == 200, answer.content
     result = json.loads(answer.content)

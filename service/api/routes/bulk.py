@@ -33,16 +33,6 @@ from service.organisations import Organisation
 from service.results import Presented, present_error, present_success
 
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
-BULK_FIELDS = ("access_key", "execute", "optimize", "merge_pdf", "options", "requests")
-
-
-def _flag(body: dict[str, Any], name: str) -> bool:
-    value = body.get(name, False)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    raise RequestNotValid(f"{name} must be a boolean.", [ErrorDetail(name, "must be true or false")])
 
 
 def _query_value(value: Any) -> str:
@@ -75,31 +65,15 @@ def _entry_response(presented: Presented) -> dict[str, Any]:
              summary="Several screenshots in one request (lazy URLs, or executed at once)")
 async def bulk(request: Request) -> Response:
     context: AppContext = request.app.state.context
-    org, body, access_key = await body_caller(request)
-    unknown = sorted(set(body) - set(BULK_FIELDS))
-    if unknown:
-        raise RequestNotValid(f"Unknown bulk fields: {', '.join(unknown)}.",
-                              [ErrorDetail(name, "unknown bulk field") for name in unknown])
-    execute, optimize, merge = _flag(body, "execute"), _flag(body, "optimize"), _flag(body, "merge_pdf")
+    org, body, access_key = await body_caller(request, "BulkRequest", whole=True)
+    # The body is of the BulkRequest schema's types, ranges and fields by now (service/api/body_schema.py).
+    execute, optimize, merge = (body.get(name) is True for name in ("execute", "optimize", "merge_pdf"))
     for name, given in (("optimize", optimize), ("merge_pdf", merge)):
         if given and not execute:
             raise RequestNotValid(f"{name} requires execute=true.", [ErrorDetail(name, "requires execute=true")])
-    defaults = body.get("options")
-    defaults = {} if defaults is None else defaults
-    requests = body.get("requests")
-    if not isinstance(defaults, dict):
-        raise RequestNotValid("options must be an object of /take parameters.",
-                              [ErrorDetail("options", "must be an object")])
-    limit = context.settings.service.bulk_max_requests
-    if not isinstance(requests, list) or not requests or len(requests) > limit:
-        raise RequestNotValid(f"requests must be an array of 1 to {limit} objects (setting "
-                              "SCREENSHOT_BULK_MAX_REQUESTS).", [ErrorDetail("requests", f"1 to {limit} objects")])
-    merged: list[dict[str, Any]] = []
-    for index, entry in enumerate(requests):
-        if not isinstance(entry, dict):
-            raise RequestNotValid(f"requests[{index}] must be an object.",
-                                  [ErrorDetail(f"requests.{index}", "must be an object")])
-        merged.append({**defaults, **{k: v for k, v in entry.items() if k not in ("access_key", "signature")}})
+    defaults = body.get("options") or {}
+    merged = [{**defaults, **{k: v for k, v in entry.items() if k not in ("access_key", "signature")}}
+              for entry in body["requests"]]
     trace_id = request.state.trace_id
     entries = [_validated(params_, execute) for params_ in merged]
     if merge:

@@ -38,30 +38,34 @@ log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/screenshot", tags=["capture"])
 TAKE_ARRAYS = list_fields(TakeOptions)
 ANIMATE_ARRAYS = list_fields(AnimateOptions)
+# The callers of the capture routes: a POST body held to its OpenAPI component's JSON types.
+TAKE_CALLER = caller(TAKE_ARRAYS, "TakeOptions")
+ANIMATE_CALLER = caller(ANIMATE_ARRAYS, "AnimateOptions")
+
 
 @router.get("/take", openapi_extra=openapi.query_parameters("take"), responses=openapi.capture_responses("take"),
             summary="Take a screenshot (parameters in the query)")
-async def take_get(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+async def take_get(request: Request, who: Annotated[Caller, Depends(TAKE_CALLER)]) -> Response:
     return await take(request, who)
 
 
 @router.post("/take", openapi_extra=openapi.request_body("take"), responses=openapi.capture_responses("take"),
              summary="Take a screenshot (JSON body and/or query)")
-async def take_post(request: Request, who: Annotated[Caller, Depends(caller(TAKE_ARRAYS))]) -> Response:
+async def take_post(request: Request, who: Annotated[Caller, Depends(TAKE_CALLER)]) -> Response:
     return await take(request, who)
 
 
 @router.get("/animate", openapi_extra=openapi.query_parameters("animate"),
             responses=openapi.capture_responses("animate"),
             summary="Record a page: a video or a scroll animation (parameters in the query)")
-async def animate_get(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+async def animate_get(request: Request, who: Annotated[Caller, Depends(ANIMATE_CALLER)]) -> Response:
     return await take(request, who, parse_animate_options)
 
 
 @router.post("/animate", openapi_extra=openapi.request_body("animate"),
              responses=openapi.capture_responses("animate"),
              summary="Record a page: a video or a scroll animation (JSON body and/or query)")
-async def animate_post(request: Request, who: Annotated[Caller, Depends(caller(ANIMATE_ARRAYS))]) -> Response:
+async def animate_post(request: Request, who: Annotated[Caller, Depends(ANIMATE_CALLER)]) -> Response:
     return await take(request, who, parse_animate_options)
 
 

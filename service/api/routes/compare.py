@@ -149,7 +149,7 @@ async def run_compare(context: AppContext, org: Organisation, before: str, after
              summary="Compare two shots of a page: what changed, and a diff image")
 async def compare(request: Request) -> Response:
     context: AppContext = request.app.state.context
-    org, body, _ = await body_caller(request)
+    org, body, _ = await body_caller(request, "CompareRequest")
     wanted = validate_all(CompareRequest, body)
     sides = both_sides(wanted)
     for side, options in sides.items():  # both sides' pages under the policy before either is captured or charged

@@ -97,7 +97,7 @@ async def owned(context: AppContext, org: Organisation, monitor_id: str) -> moni
              status_code=201, summary="Create a monitor: a capture on a schedule, its webhook told of changes")
 async def create(request: Request) -> Response:
     context: AppContext = request.app.state.context
-    org, body, _ = await body_caller(request)
+    org, body, _ = await body_caller(request, "MonitorSpec")
     spec, options = await checked(context, body)
     most = context.settings.service.monitors_max
     monitor_id = f"mon_{secrets.token_hex(8)}"
@@ -131,11 +131,12 @@ async def show(request: Request, monitor_id: str, who: Annotated[Caller, Depends
     return JSONResponse(shown(await owned(context, who.organisation, monitor_id), context))
 
 
-@router.patch("/{monitor_id}", openapi_extra=JSON_SECURED, responses=openapi.json_responses("Monitor", 400, 404),
+@router.patch("/{monitor_id}", openapi_extra=openapi.json_body("MonitorChange"),
+              responses=openapi.json_responses("Monitor", 400, 404),
               summary="Change a monitor (pause, resume, new schedule, request or webhook)")
 async def change(request: Request, monitor_id: str) -> Response:
     context: AppContext = request.app.state.context
-    org, body, _ = await body_caller(request)
+    org, body, _ = await body_caller(request, "MonitorChange")
     monitor = await owned(context, org, monitor_id)
     merged = {**monitor.spec.model_dump(mode="json"), **{k: v for k, v in body.items() if k != "access_key"}}
     if body.get("request") is None:  # the stored request keeps its sealed secrets

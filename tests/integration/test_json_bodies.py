@@ -1,0 +1,127 @@
+"""JSON bodies as the OpenAPI document types them (issue 51): a value of another JSON type is refused, naming
+the field, on every parameter the document types; null is accepted wherever the document says so (the same as
+leaving the parameter out); `/bulk` is held to its whole schema, leaving to each entry's answer only what the
+schema cannot say. The wrong values are derived from the served document itself, so a parameter added later
+is covered too."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Org
+from tests.support.images import decode
+from tests.support.site import Site
+
+pytestmark = pytest.mark.browser
+# Values and the JSON types they have: a property gets the first of none of its types.
+CANDIDATES = ((0, {"integer", "number"}), (False, {"boolean"}), ("1", {"string"}), ([1], {"array"}),
+              ({"a": 1}, {"object"}))
+
+
+def _types(prop: dict[str, Any]) -> set[str]:
+    kinds: set[str] = set()
+    for branch in prop.get("anyOf", [prop]):
+        kind = branch.get("type")
+        kinds |= {kind} if isinstance(kind, str) else set(kind or ())
+    return kinds
+
+
+def wrong_value(prop: dict[str, Any]) -> Any:
+    """A value of none of `prop`'s JSON types."""
+    return next(value for value, kinds in CANDIDATES if not kinds & _types(prop))
+
+
+def post(client: httpx.Client, org: Org, path: str, body: dict[str, Any]) -> httpx.Response:
+    return client.post(path, json=body, headers={"x-access-key": org.access_key})
+
+
+@pytest.mark.parametrize(("route", "component"), [("/v1/screenshot/take", "TakeOptions"),
+                                                   ("/v1/screenshot/animate", "AnimateOptions")])
+def test_every_typed_parameter_refuses_a_value_of_another_json_type(
+        client: httpx.Client, org: Org, route: str, component: str) -> None:
+    properties = client.get("/openapi.json").json()["components"]["schemas"][component]["properties"]
+    typed = {name: prop for name, prop in properties.items() if _types(prop) - {"null"}}
+    assert len(typed) > 100
+    body = {name: wrong_value(prop) for name, prop in typed.items() if name != "access_key"}
+    response = post(client, org, route, body)
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert answer["error_code"] == "request_not_valid"
+    assert {detail["field"] for detail in answer["error_details"]} == set(body)
+    # Named by what the document allows, never by what was sent.
+    assert all(detail["message"].startswith("must be ") for detail in answer["error_details"])
+    # access_key too, in the body (`[null, null]` was taken as no key at all).
+    refused = post(client, org, route, {"html": "<p>x</p>", "access_key": [None, None]})
+    assert (refused.status_code, refused.json()["error_details"]) == (
+        400, [{"field": "access_key", "message": "must be a string or null"}])
+
+
+def test_the_issue_s_examples_are_refused_and_nulls_are_left_out(client: httpx.Client, org: Org) -> None:
+    for field, value in (("block_ads", 0), ("viewport_width", False), ("attachment_name", 0), ("full_page", "true"),
+                         ("delay", 1.5), ("hide_selectors", ".ad"), ("wait_until", [1])):
+        response = post(client, org, "/v1/screenshot/take", {"html": "<p>x</p>", field: value})
+        assert response.status_code == 400, (field, response.text)
+        assert [detail["field"] for detail in response.json()["error_details"]] in ([field], [f"{field}.0"])
+    # A null is the parameter left out: the defaults (1280 x 1024, png) apply.
+    nulls = post(client, org, "/v1/screenshot/take", {"html": "<p>x</p>", "viewport_width": None,
+                                                       "block_ads": None, "format": None, "wait_until": None})
+    assert nulls.status_code == 200, nulls.text
+    assert nulls.headers["content-type"] == "image/png"
+    assert decode(nulls.content).width == 1280
+    # The query string stays text, as the spec needs.
+    query = client.get("/v1/screenshot/take", params={"html": "<p>x</p>", "viewport_width": "300", "block_ads": "1",
+                                                      "access_key": org.access_key})
+    assert (query.status_code, decode(query.content).width) == (200, 300)
+
+
+def test_bulk_is_held_to_its_whole_schema(client: httpx.Client, org: Org, site: Site) -> None:
+    for body, field in (({"execute": 0, "requests": [{"html": "x"}]}, "execute"),
+                        ({"access_key": {}, "requests": [{"html": "x"}]}, "access_key"),
+                        ({"requests": [{"html": "x"}, {"html": "x", "viewport_width": 0}]},
+                         "requests.1.viewport_width"),
+                        ({"requests": [{"html": "x", "format": "bmp"}]}, "requests.0.format"),
+                        ({"requests": [{"html": "x", "nope": 1}]}, "requests.0.nope"),
+                        ({"options": {"block_ads": "yes"}, "requests": [{"html": "x"}]}, "options.block_ads")):
+        response = post(client, org, "/v1/screenshot/bulk", body)
+        assert response.status_code == 400, (body, response.text)
+        assert [detail["field"] for detail in response.json()["error_details"]] == [field]
+    # Nulls are left out; what the schema cannot say (one source of three) is still the entry's own answer.
+    answer = post(client, org, "/v1/screenshot/bulk", {
+        "execute": None, "options": None, "merge_pdf": None,
+        "requests": [{"url": site.url("/colours.html")}, {"url": site.url("/colours.html"), "html": "<p>x</p>"}]})
+    assert answer.status_code == 200, answer.text
+    lazy, refused = answer.json()
+    assert lazy["url"].startswith(str(client.base_url))
+    assert refused["url"] is None and refused["response"]["status"] == 400
+    assert json.loads(base64.b64decode(refused["response"]["body"]))["error_code"] == "request_not_valid"
+
+
+def test_compare_and_monitors_are_typed_and_a_monitor_changes_in_part(client: httpx.Client, org: Org,
+                                                                     site: Site) -> None:
+    compare = post(client, org, "/v1/screenshot/compare", {"before": {"html": "x", "viewport_width": False},
+                                                           "after": {"reference": "r"}})
+    assert [d["field"] for d in compare.json()["error_details"]] == ["before.viewport_width"]
+    monitor = {"request": {"url": site.url("/colours.html"), "block_ads": "yes"}, "schedule": {"interval": "60"},
+               "paused": True}
+    refused = post(client, org, "/v1/monitors", monitor)
+    assert sorted(d["field"] for d in refused.json()["error_details"]) == ["request.block_ads", "schedule.interval"]
+    created = post(client, org, "/v1/monitors", {**monitor, "request": {"url": site.url("/colours.html")},
+                                                 "schedule": {"interval": 3600}})
+    assert created.status_code == 201, created.text
+    # PATCH takes the fields to change alone (its schema, MonitorChange, requires none).
+    changed = client.patch(f"/v1/monitors/{created.json()['id']}", json={"name": "renamed"},
+                           headers={"x-access-key": org.access_key})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["name"], changed.json()["schedule"]["interval"]) == ("renamed", 3600)
+    wrong = client.patch(f"/v1/monitors/{created.json()['id']}", json={"paused": "no"},
+                         headers={"x-access-key": org.access_key})
+    assert [d["field"] for d in wrong.json()["error_details"]] == ["paused"]
+    document = client.get("/openapi.json").json()
+    assert document["components"]["schemas"]["MonitorChange"]["required"] == []
+    patch = document["paths"]["/v1/monitors/{monitor_id}"]["patch"]
+    assert patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorChange")
