@@ -116,14 +116,14 @@ def deeply_nested(depth: int) -> bytes:
     ({"external_identifier": "nul\x00byte"}, "external_identifier"),
     ({"user_agent": "Agent\r\nX-Injected: 1"}, "user_agent"),
     ({"authorization": "Bearer a\nb"}, "authorization"),
-    ({"headers": "X-Name: Jos\u00e9"}, "headers.0"),
-    ({"headers": "X-Name: a\x01b"}, "headers.0"),
-    ({"cookies": "a=b\x00c"}, "cookies.0"),
+    ({"headers": ["X-Name: Jos\u00e9"]}, "headers.0"),  # arrays in a JSON body (a string is refused as such)
+    ({"headers": ["X-Name: a\x01b"]}, "headers.0"),
+    ({"cookies": ["a=b\x00c"]}, "cookies.0"),
     ({"webhook_url": "http://example.com/\r\nHost: evil"}, "webhook_url"),
 ], ids=["id-crlf", "id-non-ascii", "id-nul", "ua-crlf", "authorization-lf", "header-non-ascii", "header-control",
         "cookie-nul", "webhook-crlf"])
 def test_inputs_bound_for_headers_are_refused_before_anything_runs(client: httpx.Client, org: Org, site: Site,
-                                                                   params: dict[str, str], field: str) -> None:
+                                                                   params: dict[str, object], field: str) -> None:
     before = used(client, org)
     response = client.post("/v1/screenshot/take", headers={"X-Access-Key": org.access_key},
                            json={"url": site.url("/colours.html"), **params})
