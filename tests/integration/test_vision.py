@@ -323,15 +323,15 @@ def test_secrets_of_the_newer_surfaces_are_never_stored_nor_logged(isolated: Run
     each job waits or after it ran."""
     org = make_org_in(isolated.redis_url)
     page = {"url": site.url("/colours.html"), "viewport_width": 200, "viewport_height": 100}
-    secrets = {"cookies": "session=cmp-cookie-9d1e", "authorization": "Bearer cmp-token-4b7c",
-               "headers": "X-Api-Token: cmp-header-2a8f"}
+    secrets = {"cookies": ["session=cmp-cookie-9d1e"], "authorization": "Bearer cmp-token-4b7c",
+               "headers": ["X-Api-Token: cmp-header-2a8f"]}
     compared = isolated_http.post("/v1/screenshot/compare", json={
         "access_key": org.access_key, "before": {**page, **secrets}, "after": {**page, **secrets}}, timeout=120)
     assert compared.status_code == 200, compared.text
     merged = isolated_http.post("/v1/screenshot/bulk", json={
         "access_key": org.access_key, "execute": True, "merge_pdf": True,
-        "options": {"format": "pdf", "headers": "X-Api-Token: bulk-header-6c3d"},
-        "requests": [{"html": "<p>one</p>"}, {"url": page["url"], "cookies": "s=bulk-cookie-1e5b"}]}, timeout=120)
+        "options": {"format": "pdf", "headers": ["X-Api-Token: bulk-header-6c3d"]},
+        "requests": [{"html": "<p>one</p>"}, {"url": page["url"], "cookies": ["s=bulk-cookie-1e5b"]}]}, timeout=120)
     assert merged.status_code == 200, merged.text
     monitor = isolated_http.post("/v1/monitors", json={
         "access_key": org.access_key, "request": {**page, "authorization": "Bearer mon-token-8f2a"},
