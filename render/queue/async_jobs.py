@@ -23,9 +23,13 @@ SWEEP_LOCK_SECONDS = 60
 
 
 def finish(connection: redis.Redis, job: JobRequest, result: JobResult) -> None:
-    """Settle the quota (charged only on success, slot freed), record the outcome, owe the webhook."""
+    """Settle the quota (charged only on success, slot freed), record the outcome (a success with what its
+    answer shows: the job's stored options, never its sealed secrets, and the result's facts), owe the webhook."""
     settle_now(connection, job.organisation, job.reference, success=result.ok)
-    mark_job(connection, job.reference, **result.record_fields())
+    fields = result.record_fields()
+    if result.ok and job.monitor is None:  # what GET /jobs/{reference} answers: the synchronous JSON answer's facts
+        fields["answer"] = orjson.dumps({"kind": job.kind, "options": job.options, "result": result.meta()}).decode()
+    mark_job(connection, job.reference, **fields)
     # The request was kept for the sweeper while the job could be orphaned; the record outlives it by days.
     connection.hdel(job_key(job.reference), "payload")
     connection.srem(IN_FLIGHT_KEY, job.reference)

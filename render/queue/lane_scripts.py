@@ -207,12 +207,28 @@ end
 """
 
 # KEYS: the stream, the job's record, the in-flight set. ARGV: entry id, worker, the record's lifetime,
-# reference, '1' for an async job (watched by the sweep of orphans). 1: the worker renders it; 0: not its own.
+# reference, '1' for an async job (watched by the sweep of orphans). 1: the worker renders it; 0: not its own;
+# 2: its owner cancelled it before it started (CANCEL): the worker drops it.
 START = _HELD_BY + """
 if not held_by(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+if redis.call('HGET', KEYS[2], 'status') == 'cancelled' then return 2 end
 redis.call('HSET', KEYS[2], 'status', 'rendering', 'worker', ARGV[2], 'lane', KEYS[1], 'entry', ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 if ARGV[5] == '1' then redis.call('SADD', KEYS[3], ARGV[4]) end
+return 1
+"""
+
+# KEYS: the job's record. An async job nobody has started (`queued`, its request still kept in `payload`) marked
+# `cancelled`, its request dropped: 1. 0 when it has started (or ended) already: it runs to its end. START and
+# CANCEL both look at the record's status, so exactly one of them wins. The entry stays in its stream until a
+# worker reaches it and drops it (START answers 2), as cheap as a read. -1: a monitor's run, which is not
+# cancelled one by one (pausing the monitor stops its runs).
+CANCEL = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' or redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'monitor') == 1 then return -1 end
+redis.call('HSET', KEYS[1], 'status', 'cancelled')
+redis.call('HDEL', KEYS[1], 'payload')
 return 1
 """
 

@@ -137,12 +137,16 @@ def held(connection: redis.Redis, lane: str, entry: str, worker: str) -> bool:
     return bool(found) and text(found[0]["consumer"]) == worker  # type: ignore[arg-type]
 
 
-def start(connection: redis.Redis, worker: str, taken: Taken) -> bool:
-    """Mark the job `rendering` by `worker`, if the entry is still its own (else another has it now)."""
+STARTED, NOT_OWN, CANCELLED = 1, 0, 2  # what START answers
+
+
+def start(connection: redis.Redis, worker: str, taken: Taken) -> int:
+    """Mark the job `rendering` by `worker`, if the entry is still its own (NOT_OWN: another has it now) and its
+    owner has not cancelled it (CANCELLED: the worker drops it). STARTED: the worker renders it."""
     script = connection.register_script(START)
-    return bool(script(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
-                       args=[taken.entry, worker, job_record_ttl(), taken.reference,
-                             "1" if taken.kind == ASYNC else "0"]))
+    return int(script(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
+                      args=[taken.entry, worker, job_record_ttl(), taken.reference,
+                            "1" if taken.kind == ASYNC else "0"]))
 
 
 def done(connection: redis.Redis, worker: str, taken: Taken) -> None:

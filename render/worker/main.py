@@ -104,9 +104,14 @@ class CaptureWorker:
                 log.error("worker %s dropped a malformed job from %s: %.200s", self.name, taken.lane, taken.job)
                 self._leave(taken)
                 return
-            if not lanes.start(self.connection, self.name, taken):
+            started = lanes.start(self.connection, self.name, taken)
+            if started == lanes.NOT_OWN:
                 log.warning("job %s was taken back from worker %s (it seemed gone); left to the worker it "
                             "went to", taken.reference, self.name)
+                return
+            if started == lanes.CANCELLED:  # its owner cancelled it before it started (DELETE /jobs/{reference})
+                log.info("job %s was cancelled before it started; dropped", taken.reference)
+                self._leave(taken)
                 return
             try:
                 if taken.kind == lanes.ASYNC:

@@ -27,7 +27,7 @@ from service.api.metrics import Metrics
 from service.api.middleware.body_limit import BodyLimitMiddleware
 from service.api.middleware.hosted_names import HostedHeaderNames
 from service.api.middleware.tracing import TraceMiddleware
-from service.api.routes import account, bulk, capture, compare, docs, files, monitors, operations, playground
+from service.api.routes import account, bulk, capture, compare, docs, files, jobs, monitors, operations, playground
 from service.organisations import OrganisationStore
 from service.quota import QuotaKeeper
 from service.results import Links
@@ -106,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
     handlers.install(app)
 
     app.include_router(capture.router)
+    app.include_router(jobs.router)
     app.include_router(bulk.router)
     app.include_router(compare.router)
     app.include_router(monitors.router)

@@ -229,9 +229,23 @@ def _components(bulk_max: int) -> dict[str, Any]:
         "Job": {"type": "object", "title": "Job", "required": ["is_successful", "reference", "status"],
                 "properties": {
                     "is_successful": {"type": "boolean"}, "reference": text,
-                    "status": {"type": "string", "enum": ["queued", "rendering", "done", "failed"]},
-                    "error_code": text, "error_message": text, "screenshot_url": text,
-                    "webhook": {"type": "object", "properties": {"status": text, "attempts": number}}}},
+                    "status": {"type": "string", "enum": ["queued", "rendering", "done", "failed", "cancelled"]},
+                    "error_code": text, "error_message": text, "screenshot_url": {"type": ["string", "null"]},
+                    "format": text, "size_bytes": number,
+                    "webhook": {"type": "object", "properties": {"status": text, "attempts": number}}},
+                "description": "A done job also answers what its synchronous JSON answer holds (Success): "
+                               "screenshot_url, format, size_bytes, metadata, stored links."},
+        "Cancellation": {
+            "type": "object", "title": "Cancellation",
+            "required": ["is_successful", "reference", "status", "cancelled", "message"],
+            "description": "The job after DELETE: cancelled (never rendered, nothing charged), or why not.",
+            "properties": {
+                "is_successful": {"type": "boolean"}, "reference": text,
+                "status": {"type": "string", "enum": ["queued", "rendering", "done", "failed", "cancelled"]},
+                "cancelled": {"type": "boolean", "description": "This request stopped the job."},
+                "charged": {"type": "boolean", "description": "Whether the job was charged (left out while it "
+                                                              "is rendering: charged if it succeeds)."},
+                "message": text}},
         "Usage": {"type": "object", "title": "Usage", "required": ["total", "available", "used", "concurrency"],
                   "properties": {
                       "total": number, "available": number, "used": number,

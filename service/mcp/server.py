@@ -4,8 +4,14 @@ SDK), on stdio or streamable HTTP.
 It is a client of a running API, so every call meets the same keys, signatures, network policy, quota and
 concurrency as any HTTP caller. Tools: `take` (an image, PDF, Markdown, HTML or ARIA snapshot of a page), `animate`
 (a recording), `compare` (two shots of a page), `job_status`. Their parameters are the API's own schema (the
-options model). Images come back as MCP image content, Markdown, HTML and YAML as text, and what is large or not
-an image (PDF, video) as a link. The organisation's key: on stdio the server's (`--access-key`,
+options model). Images come back as MCP image content, Markdown, HTML and YAML as text, and every stored result
+as a `resource_link` too (what is large or not an image, a PDF or a video, only so).
+
+A capture runs as an async job of the API that the tool call watches: while it runs, a client that sent a
+progress token gets `notifications/progress` on every change of state and every PROGRESS_SECONDS (the job's
+reference and what it is doing: queued, rendering), so a long capture keeps a standard client waiting; a call the
+client cancels cancels the job if no worker has started it (never rendered, nothing charged), and is logged with
+what was charged. The organisation's key: on stdio the server's (`--access-key`,
 SCREENSHOT_ACCESS_KEY), over HTTP each client's own, as `Authorization: Bearer <key>` or `X-Access-Key` (the
 server lends none: a client without a key is refused). Over HTTP only the allowed Host and Origin headers are
 answered, whatever the address the server listens on (`--allowed-hosts`, `--allowed-origins`).
@@ -16,6 +22,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -31,6 +40,9 @@ from service.options_schema import options_schema
 INLINE_IMAGE_BYTES = 5 * 1024 * 1024  # larger images come back as a link
 INLINE_TEXT_CHARS = 200_000  # longer Markdown or HTML comes back as a link
 TIMEOUT_SECONDS = 330  # beyond the longest capture (async timeout 300) and its queueing
+PROGRESS_SECONDS = 2.0  # a running job's progress is told at least this often
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)  # how soon a job's state is read again, growing to the last
+log = logging.getLogger(__name__)
 # The options a tool call does not take: credentials (the session's key), and what belongs to HTTP callers.
 NOT_TOOL_OPTIONS = frozenset({"access_key", "signature", "response_type", "async", "webhook_url", "webhook_sign",
                               "webhook_errors", "external_identifier", "attachment_name"})
@@ -96,8 +108,13 @@ class ApiClient:
         return response.content
 
 
+def link(url: str, name: str, media_type: str | None = None, size: int | None = None) -> types.ResourceLink:
+    """A stored result as MCP `resource_link` content (a signed link: it expires, as the API's links do)."""
+    return types.ResourceLink(type="resource_link", uri=url, name=name, mime_type=media_type or None, size=size)
+
+
 async def shown(client: ApiClient, answer: dict[str, Any], media_type: str) -> list[types.ContentBlock]:
-    """A stored result as MCP content: an image or text inline when small enough, else its link; and the facts."""
+    """A stored result as MCP content: an image or text inline when small enough, its link, and the facts."""
     url = answer.get("screenshot_url")
     facts = {key: value for key, value in answer.items() if key not in ("is_successful",)}
     content: list[types.ContentBlock] = []
@@ -107,24 +124,86 @@ async def shown(client: ApiClient, answer: dict[str, Any], media_type: str) -> l
         content.append(types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=media_type))
     elif url and media_type.startswith(TEXT_TYPES) and size <= INLINE_TEXT_CHARS:
         content.append(types.TextContent(type="text", text=(await client.fetch(url)).decode(errors="replace")))
+    if url:
+        content.append(link(url, f"{answer.get('reference') or 'result'}.{answer.get('format') or 'out'}",
+                            media_type, size or None))
     content.append(types.TextContent(type="text", text=json.dumps(facts, indent=1)))
     return content
 
 
-async def call(client: ApiClient, name: str, arguments: dict[str, Any]) -> list[types.ContentBlock]:
+Progress = Callable[[float, str], Awaitable[None]]
+
+
+async def watched(client: ApiClient, reference: str, progress: Progress) -> dict[str, Any]:
+    """The async job's answer once it is done (ToolFailure when it failed or was cancelled), telling `progress`
+    of every change of state and at least every PROGRESS_SECONDS. When the tool call is cancelled meanwhile,
+    the job is cancelled too if no worker has started it, and the outcome is logged."""
+    started = time.monotonic()
+    told_state, told_at, polls = "", 0.0, 0
+    try:
+        while True:
+            answer = (await client.request("GET", f"/v1/screenshot/jobs/{reference}")).json()
+            state = str(answer.get("status"))
+            if state == "done":
+                return dict(answer)
+            if state in ("failed", "cancelled"):
+                raise ToolFailure(f"{answer.get('error_code') or 'cancelled'}: "
+                                  f"{answer.get('error_message') or 'the job was cancelled before it started.'}")
+            elapsed = time.monotonic() - started
+            if state != told_state or elapsed - told_at >= PROGRESS_SECONDS:
+                await progress(elapsed, f"job {reference}: {state} ({elapsed:.0f} s)")
+                told_state, told_at = state, elapsed
+            await anyio.sleep(POLL_SECONDS[min(polls, len(POLL_SECONDS) - 1)])
+            polls += 1
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            await cancelled(client, reference)
+        raise
+
+
+async def cancelled(client: ApiClient, reference: str) -> dict[str, Any] | None:
+    """Cancel the job of a cancelled tool call (DELETE /jobs/{reference}), and log what it cost."""
+    try:
+        answer: dict[str, Any] = (await client.request("DELETE", f"/v1/screenshot/jobs/{reference}")).json()
+    except (ToolFailure, httpx.HTTPError) as error:
+        log.warning("the tool call of job %s was cancelled; the job could not be: %s", reference, error)
+        return None
+    log.info("the tool call of job %s was cancelled: %s", reference, answer.get("message"))
+    return answer
+
+
+async def capture(client: ApiClient, name: str, arguments: dict[str, Any], progress: Progress
+                  ) -> list[types.ContentBlock]:
+    """`take` or `animate`: an async job of the API, watched to its end (a cached answer comes at once)."""
+    response = await client.request("POST", f"/v1/screenshot/{name}",
+                                    {**arguments, "response_type": "json", "async": True})
+    if response.status_code == 202:
+        answer = await watched(client, str(response.json()["reference"]), progress)
+    else:  # cache=true and a live entry: answered now
+        answer = {**response.json(), "reference": response.headers.get("x-service-reference")}
+    default = "png" if name == "take" else "mp4"
+    media_type = MEDIA_TYPES[name].get(str(answer.get("format") or arguments.get("format") or default), "")
+    return await shown(client, answer, media_type)
+
+
+async def no_progress(_progress: float, _message: str) -> None:
+    """For a caller that sent no progress token."""
+
+
+async def call(client: ApiClient, name: str, arguments: dict[str, Any], progress: Progress = no_progress
+               ) -> list[types.ContentBlock]:
     if name in ("take", "animate"):
         unknown = sorted(set(arguments) & NOT_TOOL_OPTIONS)
         if unknown:
             raise ToolFailure(f"request_not_valid: {', '.join(unknown)} cannot be given to this tool.")
-        response = await client.request("POST", f"/v1/screenshot/{name}", {**arguments, "response_type": "json"})
-        answer = {**response.json(), "reference": response.headers.get("x-service-reference")}
-        media_type = MEDIA_TYPES.get(str(answer.get("format") or arguments.get("format") or "png"), "")
-        return await shown(client, answer, media_type)
+        return await capture(client, name, arguments, progress)
     if name == "compare":
         answer = (await client.request("POST", "/v1/screenshot/compare", arguments)).json()
         diff = await client.fetch(answer["diff"]["url"])
+        links = [link(answer[side]["url"], f"{side}.png", "image/png") for side in ("before", "after", "diff")
+                 if isinstance(answer.get(side), dict) and answer[side].get("url")]
         return [types.ImageContent(type="image", data=base64.b64encode(diff).decode(), mime_type="image/png"),
-                types.TextContent(type="text", text=json.dumps(answer, indent=1))]
+                *links, types.TextContent(type="text", text=json.dumps(answer, indent=1))]
     if name == "job_status":
         reference = str(arguments.get("reference", ""))
         if not reference.isalnum():
@@ -134,10 +213,12 @@ async def call(client: ApiClient, name: str, arguments: dict[str, Any]) -> list[
     raise ToolFailure(f"request_not_valid: no tool {name!r}; the tools are take, animate, compare, job_status.")
 
 
-def media_types() -> dict[str, str]:
-    from render.contract.formats import FORMATS
+def media_types() -> dict[str, dict[str, str]]:
+    """Each capture tool's formats' media types."""
+    from render.contract.formats import FORMATS, VIDEO_FORMATS
 
-    return {name: fmt.bare_media_type for name, fmt in FORMATS.items()}
+    return {tool: {name: fmt.bare_media_type for name, fmt in formats.items()}
+            for tool, formats in (("take", FORMATS), ("animate", VIDEO_FORMATS))}
 
 
 MEDIA_TYPES = media_types()
@@ -166,8 +247,15 @@ def build_server(api: str, default_key: str | None) -> Server[Any]:
             return types.CallToolResult(is_error=True, content=[types.TextContent(type="text", text=(
                 "access_key_required: send the organisation's access key as Authorization: Bearer <key> (or "
                 "X-Access-Key), or start `screenshot-service mcp` with --access-key."))])
+        token = (getattr(context, "meta", None) or {}).get("progress_token")
+
+        async def progress(elapsed: float, message: str) -> None:
+            if token is not None:  # on the call's own stream (streamable HTTP: its SSE stream)
+                await context.session.send_progress_notification(token, round(elapsed, 1), None, message,
+                                                                 related_request_id=context.request_id)
+
         try:
-            content = await call(ApiClient(api, key), params.name, dict(params.arguments or {}))
+            content = await call(ApiClient(api, key), params.name, dict(params.arguments or {}), progress)
         except ToolFailure as failure:
             return types.CallToolResult(is_error=True, content=[types.TextContent(type="text", text=str(failure))])
         except httpx.HTTPError as error:

@@ -111,9 +111,14 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
     compared = got["compared"]
     assert compared.content[0].type == "image" and facts(compared)["changed"] is True
     assert facts(got["status"])["status"] == "done"
-    video = got["video"]  # a video comes back as its link
-    assert not video.is_error and [part.type for part in video.content] == ["text"]
-    assert httpx.get(facts(video)["screenshot_url"], timeout=30).content[4:8] == b"ftyp"  # an MP4
+    video = got["video"]  # a video comes back as its link: resource_link content, and in the facts
+    assert not video.is_error and [part.type for part in video.content] == ["resource_link", "text"]
+    assert video.content[0].uri == facts(video)["screenshot_url"] and video.content[0].mime_type == "video/mp4"
+    assert httpx.get(video.content[0].uri, timeout=30).content[4:8] == b"ftyp"  # an MP4
+    assert [part.type for part in image.content] == ["image", "resource_link", "text"]  # inline, and its link
+    assert image.content[1].size == facts(image)["size_bytes"] == len(base64.b64decode(image.content[0].data))
+    assert [part.type for part in compared.content] == ["image", "resource_link", "resource_link", "resource_link",
+                                                        "text"]  # the diff inline; before, after and diff linked
     assert used(client, org) == 6  # three takes, the compare's two shots and the recording
 
 

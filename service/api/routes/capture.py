@@ -1,8 +1,7 @@
-"""`/take` and `/animate` (synchronous, cached, async and webhook captures) and job status."""
+"""`/take` and `/animate` (synchronous, cached, async and webhook captures); an async job's life: routes.jobs."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -13,10 +12,8 @@ from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions, parse_animate_options
 from render.contract import request_params
-from render.contract.errors import ErrorDetail, InternalError
 from render.contract.options import TakeOptions, parse_take_options
 from render.net.policy import check_url
-from render.queue.records import job_record_ttl
 from service.api import cache, openapi
 from service.api.auth import Caller, caller
 from service.api.capture_path import (
@@ -29,7 +26,6 @@ from service.api.capture_path import (
     start_async,
 )
 from service.api.context import AppContext
-from service.errors import JobNotFound
 from service.organisations import Organisation
 from service.params import list_fields
 from service.results import Presented, present_success
@@ -128,33 +124,3 @@ async def take_cached(context: AppContext, org: Organisation, options: TakeOptio
     presented = present_success(options, result, reference, trace_id, context.links, cache_url)
     presented.headers["x-service-cache-stale"] = "true" if stale else "false"
     return respond(presented)
-
-
-@router.get("/jobs/{reference}", openapi_extra={"security": openapi.SECURED},
-            responses=openapi.json_responses("Job", 400, 404),
-            summary="State of a job (beyond the spec): queued, rendering, done, failed")
-async def job_status(request: Request, reference: str, who: Annotated[Caller, Depends(caller())]) -> Response:
-    context: AppContext = request.app.state.context
-    org = who.organisation
-    record = await context.records.get(reference)
-    if record.get("organisation") != org.id:
-        raise JobNotFound(f"No job {reference} of this organisation is known (jobs are kept "
-                          f"{job_record_ttl() / 86400:g} days: SCREENSHOT_JOB_RECORD_TTL).",
-                          [ErrorDetail("reference", "unknown")])
-    # A sync job whose worker died is answered failed by its waiting API; an async one (its request kept in
-    # `payload`) is offered again once, or finished by the sweep of orphans.
-    if record.get("status") == "rendering" and "payload" not in record and await context.dispatcher.worker_died(
-            reference):
-        record["status"] = "failed"
-        record["error"] = json.dumps(InternalError(
-            "The worker rendering this capture stopped (it crashed or was killed); send it again.").to_payload())
-    body: dict[str, Any] = {"is_successful": True, "reference": reference, "status": record.get("status")}
-    if record.get("status") == "failed" and record.get("error"):
-        error = json.loads(record["error"])
-        body["error_code"] = error.get("error_code")
-        body["error_message"] = error.get("error_message")
-    if record.get("status") == "done" and record.get("storage_key"):
-        body["screenshot_url"] = context.links.url(record["storage_key"])[0]
-    if "webhook" in record:
-        body["webhook"] = {"status": record["webhook"], "attempts": int(record.get("webhook_attempts", 0))}
-    return JSONResponse(body)
