@@ -283,6 +283,51 @@ def test_job_status_of_unknown_and_foreign_jobs(isolated_http: httpx.Client, iso
         assert response.json()["error_details"][0]["field"] == "reference"
 
 
+def cancel(http: httpx.Client, org: Org, reference: str) -> httpx.Response:
+    return http.delete(f"/v1/screenshot/jobs/{reference}", params={"access_key": org.access_key})
+
+
+def test_a_queued_job_is_cancelled_uncharged_and_a_rendering_one_runs_to_its_end(
+        isolated: RunningService, isolated_http: httpx.Client, make_org_in, site: Site) -> None:  # type: ignore[no-untyped-def]
+    """DELETE /jobs/{reference}: a job no worker has started is never rendered (the worker that reaches it drops
+    it), charges nothing and frees its concurrency slot at once; one rendering, or done, is not cancelled and the
+    answer says what was charged; another organisation's job is not found. A done job's status answers what the
+    synchronous JSON answer holds (format, size, metadata)."""
+    org = make_org_in(isolated.redis_url, concurrency=default_workers() + 1)
+    blockers = [take(isolated_http, org, site, **{"async": "true", "delay": "4", "metadata_page_title": "true"}
+                     ).json()["reference"] for _ in range(default_workers())]  # every free worker busy 4 s
+    rendering = blockers[0]  # the organisation's first: the first of its jobs a worker takes
+    wait_status(isolated_http, org, rendering, {"rendering"})
+    target = take(isolated_http, org, site, **{"async": "true"}).json()["reference"]  # behind the blockers
+    assert usage(isolated_http, org)["concurrency"]["remaining"] == 0
+    stopped = cancel(isolated_http, org, target)
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json() | {"message": ""} == {"is_successful": True, "reference": target, "status": "cancelled",
+                                               "cancelled": True, "charged": False, "message": ""}
+    assert usage(isolated_http, org)["concurrency"]["remaining"] == 1  # its slot is free at once
+    busy = cancel(isolated_http, org, rendering).json()
+    assert busy["status"] == "rendering" and busy["cancelled"] is False and "charged" not in busy
+    assert "runs to its end" in busy["message"]
+    stranger = make_org_in(isolated.redis_url)
+    assert cancel(isolated_http, stranger, target).status_code == 404
+    assert cancel(isolated_http, org, "nope").status_code == 404
+    done = [wait_status(isolated_http, org, ref, {"done"}) for ref in blockers]
+    assert all(body["format"] == "png" and body["size_bytes"] > 0 and body["metadata"] == {"page_title": ""}
+               for body in done), done  # the page has no title; the synchronous answer says the same
+    assert decode(httpx.get(done[0]["screenshot_url"], timeout=30).content).width == 200
+    again = cancel(isolated_http, org, blockers[0]).json()
+    assert (again["status"], again["cancelled"], again["charged"]) == ("done", False, True)
+    twice = cancel(isolated_http, org, target).json()
+    assert (twice["status"], twice["cancelled"], twice["charged"]) == ("cancelled", False, False)
+    log_file = isolated.data_dir / "service.log"
+    deadline = time.monotonic() + 30
+    while f"job {target} was cancelled before it started; dropped" not in log_file.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "no worker reached the cancelled job"
+        time.sleep(0.2)
+    assert status(isolated_http, org, target).json()["status"] == "cancelled"  # never rendered
+    assert usage(isolated_http, org)["used"] == len(blockers)
+
+
 def test_sync_requests_with_a_webhook_answer_and_deliver(isolated_http: httpx.Client, isolated_org: Org,
                                                          site: Site, receiver: Receiver) -> None:
     response = take(isolated_http, isolated_org, site, webhook_url=receiver.url("/sync"), external_identifier="s")
