@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,6 +28,31 @@ from tests.support.tls import authority
 __all__ = ["ROOT", "Org", "RunningService", "free_port"]
 # tests/image builds and runs the container image: `make image-test`, after `make test` (.ci/run runs both).
 collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
+
+LOCK_TEST = "test_the_lock_resolves_under_debian_s_python"
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lock_resolution(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[subprocess.Popen[str] | None]:
+    """tests/unit/test_lock.py's resolution (pip, mostly waiting on the package index) started with the session
+    when that test is to run, so its 20 s overlap the others; the test joins it."""
+    if not any(item.name == LOCK_TEST for item in request.session.items) or not os.path.exists(DEBIAN_PYTHON):
+        yield None
+        return
+    venv = tmp_path_factory.mktemp("lock") / "venv"
+    script = (f'{DEBIAN_PYTHON} -c "import sys; print(sys.version_info[:3])" >&2 && {DEBIAN_PYTHON} -m venv {venv} '
+              f'&& {venv}/bin/pip install --dry-run --quiet --no-input -c requirements.lock -e ".[dev]"')
+    process = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
 
 @pytest.fixture(scope="module")
 def plain() -> Iterator[PlainBrowser]:

@@ -10,6 +10,7 @@ import logging
 import orjson
 import redis
 
+from render.contract import sealing
 from render.contract.errors import InternalError
 from render.contract.wire import JobRequest, JobResult
 from render.queue import deliveries, lanes, monitors
@@ -22,13 +23,19 @@ log = logging.getLogger(__name__)
 SWEEP_LOCK_SECONDS = 60
 
 
-def finish(connection: redis.Redis, job: JobRequest, result: JobResult) -> None:
-    """Settle the quota (charged only on success, slot freed), record the outcome (a success with what its
-    answer shows: the job's stored options, never its sealed secrets, and the result's facts), owe the webhook."""
+ANSWER_PURPOSE = b"job answer"  # what an answer is sealed for (render.contract.sealing)
+
+
+def finish(connection: redis.Redis, job: JobRequest, result: JobResult, secret: str = "") -> None:
+    """Settle the quota (charged only on success, slot freed), record the outcome, owe the webhook. A success's
+    record keeps what GET /jobs/{reference} answers of it (the synchronous JSON answer: the job's stored options
+    and the result's facts) sealed with `secret` (SCREENSHOT_JOB_SECRET), as it may hold what the page or a vision
+    provider said of the caller's data; without a secret it keeps none."""
     settle_now(connection, job.organisation, job.reference, success=result.ok)
     fields = result.record_fields()
-    if result.ok and job.monitor is None:  # what GET /jobs/{reference} answers: the synchronous JSON answer's facts
-        fields["answer"] = orjson.dumps({"kind": job.kind, "options": job.options, "result": result.meta()}).decode()
+    if result.ok and job.monitor is None and secret:
+        answer = orjson.dumps({"kind": job.kind, "options": job.options, "result": result.meta()})
+        fields["answer"] = sealing.seal(answer, secret, job.reference, ANSWER_PURPOSE)
     mark_job(connection, job.reference, **fields)
     # The request was kept for the sweeper while the job could be orphaned; the record outlives it by days.
     connection.hdel(job_key(job.reference), "payload")

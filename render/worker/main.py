@@ -117,7 +117,7 @@ class CaptureWorker:
                 if taken.kind == lanes.ASYNC:
                     # Time spent waiting in the lane is not the capture's: its timeout starts now.
                     job = replace(job, deadline=time.time() + job.timeout)
-                    async_jobs.finish(self.connection, job, self.runtime.handle(job))
+                    async_jobs.finish(self.connection, job, self.runtime.handle(job), self.runtime.settings.job_secret)
                     replicas_have(self.connection)  # its outcome and webhook survive a failover
                 else:
                     self.runtime.handle(job)  # published on the waiting API's reply channel

@@ -337,5 +337,33 @@ def document(app: FastAPI, bulk_max: int) -> dict[str, Any]:
                 content = answer.get("content", {})
                 if str(status).startswith("2") and len(content) > 1 and "application/json" in content:
                     content["application/json"] = content.pop("application/json")
+    _link(spec)
     app.openapi_schema = spec
     return spec
+
+
+def _pointer(path: str, method: str) -> str:
+    return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method
+
+
+# Where an answer's identifier leads (OpenAPI links: what generated clients and stateful testers follow): an
+# accepted async capture to its job, a created monitor to its own operations. Named by method and target.
+JOB = ("Job", "/v1/screenshot/jobs/{reference}", "reference", "$response.body#/reference")
+LINKS: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {
+    ("/v1/screenshot/take", "202"): [JOB],
+    ("/v1/screenshot/animate", "202"): [JOB],
+    ("/v1/monitors", "201"): [("Monitor", "/v1/monitors/{monitor_id}", "monitor_id", "$response.body#/id"),
+                              ("MonitorRuns", "/v1/monitors/{monitor_id}/runs", "monitor_id", "$response.body#/id")],
+}
+
+
+def _link(spec: dict[str, Any]) -> None:
+    paths = spec["paths"]
+    for (path, status), targets in LINKS.items():
+        for operation in paths.get(path, {}).values():
+            answer = operation.get("responses", {}).get(status)
+            if answer is None:
+                continue
+            answer["links"] = {f"{method}{name}": {"operationRef": _pointer(target, method),
+                                                   "parameters": {parameter: value}}
+                               for name, target, parameter, value in targets for method in paths.get(target, {})}

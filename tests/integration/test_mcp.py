@@ -21,8 +21,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from service.settings import default_workers
 from tests.conftest import Org
+from tests.integration.conftest import LATE_SECONDS, TypeScriptRun
 from tests.support.images import decode, near, rgb_at
 from tests.support.servers import ROOT, RunningService, free_port, wait_for
 from tests.support.site import Site
@@ -144,33 +144,18 @@ def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, cl
 
 # --- a standard client that nobody here wrote: the official TypeScript SDK (issue 51) -------------------------
 
-TS_CLIENT = ROOT / "tests" / "sdk" / "mcp_client.mjs"
-LATE_SECONDS = 65  # past the TypeScript SDK's default request timeout (60 s)
-# A page that shows what the capture waits for only after LATE_SECONDS: green, with #ready.
-LATE_PAGE = ("<style>html, body { margin: 0; height: 100%; background: rgb(255, 255, 255); }</style><script>"
-             f"setTimeout(() => {{ document.body.style.background = 'rgb(0, 255, 0)';"
-             f" document.body.innerHTML = '<div id=ready>ready</div>'; }}, {LATE_SECONDS * 1000});</script>")
 
-
-def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_queued_one(  # type: ignore[no-untyped-def]
-        service: RunningService, mcp_http: str, client: httpx.Client, make_org, site: Site) -> None:
+def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_queued_one(
+        typescript_mcp_run: TypeScriptRun) -> None:
     """The official TypeScript SDK's client with its defaults (a 60 s request timeout, extended on progress as a
     client that shows progress asks), over stdio and streamable HTTP at once: a capture that waits 65 s for its
     selector completes, kept alive by progress notifications that say the job's state; a call cancelled while its
-    job waits in the queue (every worker busy with a long capture) cancels the job: never rendered, not charged."""
-    org = make_org(quota=100, concurrency=20)
-    stdio = {"transport": "stdio", "command": sys.executable, "args": [
-        "-m", "service.cli", "mcp", "--api", service.url, "--access-key", org.access_key],
-        "env": environment(), "cwd": str(ROOT)}
-    http = {"transport": "http", "url": mcp_http, "key": org.access_key}
-    sides = [(stdio, http)[index % 2] for index in range(max(2, default_workers()))]  # every worker busy
-    plan = {"sides": sides, "queued": {"url": site.url("/colours.html"), **SMALL},
-            "long": {"html": LATE_PAGE, "wait_for_selector": "#ready", "timeout": 90, **SMALL}}
-    finished = subprocess.run(["node", str(TS_CLIENT), json.dumps(plan)], cwd=ROOT, capture_output=True,
-                              timeout=LATE_SECONDS + 120, env=environment())
-    assert finished.returncode == 0, finished.stderr.decode(errors="replace")[-3000:]
-    got = json.loads(finished.stdout)
-    for long in got["long"]:
+    job waits in the queue (every worker busy with a long capture) cancels the job: never rendered, not charged.
+    Started with the session on a service of its own (tests/integration/conftest.py): its 65 s overlap the
+    other tests."""
+    status, got, errors = typescript_mcp_run.result()
+    assert status == 0 and got is not None, errors
+    for long in got["long"]:  # type: ignore[attr-defined]
         assert "error" not in long and not long["isError"], {k: v for k, v in long.items() if k != "progress"}
         assert long["seconds"] > 60  # past the SDK's default timeout: only progress kept the call alive
         assert [part["type"] for part in long["content"]] == ["image", "resource_link", "text"]
@@ -183,10 +168,10 @@ def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_que
         assert any(": rendering" in note["message"] for note in notes)
         gaps = [later["at"] - earlier["at"] for earlier, later in zip(notes, notes[1:], strict=False)]
         assert len(notes) >= LATE_SECONDS / 4 and max(gaps) < 10, gaps  # every few seconds
-    for call in got["cancelled"]:
+    for call in got["cancelled"]:  # type: ignore[attr-defined]
         assert call["reference"] and call["error"], call  # the client's call ended as cancelled
         assert call["status"]["status"] == "cancelled", call  # the job too: it had not started
-    assert used(client, org) == len(sides)  # the long captures, not the cancelled ones
+    assert typescript_mcp_run.used() == typescript_mcp_run.sides  # the long captures, not the cancelled ones
 
 
 # --- the HTTP server as closed as the API (issue 46) --------------------------------------------------------

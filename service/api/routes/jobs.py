@@ -17,9 +17,11 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from animate.options import AnimateOptions
+from render.contract import sealing
 from render.contract.errors import ErrorDetail, InternalError
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
+from render.queue.async_jobs import ANSWER_PURPOSE
 from render.queue.records import job_record_ttl
 from service.api import openapi
 from service.api.auth import Caller, caller
@@ -53,9 +55,15 @@ async def own_record(context: AppContext, org: Organisation, reference: str) -> 
 
 def answer_of(context: AppContext, reference: str, record: dict[str, str]) -> dict[str, Any]:
     """A done job's synchronous JSON answer (links signed now), from the facts its finisher recorded."""
+    bare = {"screenshot_url": context.links.url(record["storage_key"])[0]} if record.get("storage_key") else {}
     if "answer" not in record:  # a synchronous job's, or one finished before answers were recorded
-        return {"screenshot_url": context.links.url(record["storage_key"])[0]} if record.get("storage_key") else {}
-    stored = orjson.loads(record["answer"])
+        return bare
+    try:
+        stored = orjson.loads(sealing.unseal(record["answer"], context.settings.render.job_secret, reference,
+                                             ANSWER_PURPOSE))
+    except sealing.Unsealable:  # sealed with a secret this API does not have (rotated since)
+        log.warning("the answer of job %s could not be opened (SCREENSHOT_JOB_SECRET changed?)", reference)
+        return bare
     model = AnimateOptions if stored.get("kind") == "animate" else TakeOptions
     options = model.model_validate({**stored["options"], "response_type": "json"})
     presented = present_success(options, JobResult.from_meta(stored["result"]), reference,
