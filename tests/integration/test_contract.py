@@ -30,8 +30,9 @@ def test_schemathesis_finds_no_contract_failure(tmp_path: Path) -> None:
     if why:
         pytest.skip(f"the contract run needs a network namespace of its own: {why}")
     run = subprocess.run(["unshare", "--net", sys.executable, "-m", "tests.support.contract_run", str(tmp_path),
-                          "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", str(WORKERS)], cwd=ROOT, timeout=840,
-                         capture_output=True)
-    output = (tmp_path / "output.txt").read_text(errors="replace") if (tmp_path / "output.txt").exists() else ""
+                          "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", str(WORKERS)],
+                         cwd=ROOT, timeout=840, capture_output=True)
+    written = tmp_path / "output.txt"
+    output = written.read_text(errors="replace") if written.exists() else ""
     assert run.returncode == 0, (output[-8000:] or run.stderr.decode(errors="replace")[-3000:])
     assert " passed" in output and "Custom check failed" not in output, output[-3000:]

@@ -83,16 +83,16 @@ def main(out_dir: Path, options: list[str]) -> int:
                 SCREENSHOT_WEBHOOK_RETRY_SCHEDULE="1") as service:
             org = asyncio.run(create_org(redis_url, quota=1_000_000, concurrency=50))
             (out_dir / "schemathesis.toml").write_text(config(site))
+            command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file",
+                       str(out_dir / "schemathesis.toml"), "run", f"{service.url}/openapi.json", "--checks", "all",
+                       "--exclude-checks", "ignored_auth", "--phases", "examples,coverage,fuzzing,stateful",
+                       "--no-color", "--report", "junit", "--report-dir", str(out_dir), *options]
+            environment = {"SCREENSHOT_CONTRACT_KEY": org.access_key, "PATH": "/usr/bin:/bin", "HOME": str(data),
+                           "SCHEMATHESIS_HOOKS": "tests.support.contract_hooks",
+                           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
             with (out_dir / "output.txt").open("wb") as output:
-                return subprocess.run(
-                    [str(Path(sys.executable).with_name("schemathesis")), "--config-file",
-                     str(out_dir / "schemathesis.toml"), "run", f"{service.url}/openapi.json", "--checks", "all",
-                     "--exclude-checks", "ignored_auth",
-                     "--phases", "examples,coverage,fuzzing,stateful", "--no-color", "--report", "junit",
-                     "--report-dir", str(out_dir), *options],
-                    env={"SCREENSHOT_CONTRACT_KEY": org.access_key, "PATH": "/usr/bin:/bin",
-                         "HOME": str(data), "SCHEMATHESIS_HOOKS": "tests.support.contract_hooks",
-                         "PYTHONPATH": str(Path(__file__).resolve().parents[2])}, stdout=output, stderr=subprocess.STDOUT, cwd=out_dir).returncode
+                return subprocess.run(command, env=environment, stdout=output, stderr=subprocess.STDOUT,
+                                      cwd=out_dir).returncode
 
 
 if __name__ == "__main__":
