@@ -294,8 +294,8 @@ def test_a_queued_job_is_cancelled_uncharged_and_a_rendering_one_runs_to_its_end
     answer says what was charged; another organisation's job is not found. A done job's status answers what the
     synchronous JSON answer holds (format, size, metadata)."""
     org = make_org_in(isolated.redis_url, concurrency=default_workers() + 1)
-    blockers = [take(isolated_http, org, site, **{"async": "true", "delay": "4", "metadata_page_title": "true"}
-                     ).json()["reference"] for _ in range(default_workers())]  # every free worker busy 4 s
+    blockers = [take(isolated_http, org, site, **{"async": "true", "delay": "2", "metadata_page_title": "true"}
+                     ).json()["reference"] for _ in range(default_workers())]  # every free worker busy 2 s
     rendering = blockers[0]  # the organisation's first: the first of its jobs a worker takes
     wait_status(isolated_http, org, rendering, {"rendering"})
     target = take(isolated_http, org, site, **{"async": "true"}).json()["reference"]  # behind the blockers
