@@ -9,8 +9,9 @@ its lane and answers them as `Server-Timing` on every capture and, with `metadat
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 # Each stage once, in the order a capture goes through them, with what Server-Timing's `desc` says of it (no
@@ -32,6 +33,11 @@ FIRED_ON = ("load", "domcontentloaded", "network_idle", "selector", "expression"
 CACHE_HIT = {"stages_ms": {}, "fired": "cache", "timed_out": []}
 
 
+# Told of each stage a capture enters, when set (the worker, for an async job: its record says what the job is
+# doing, which GET /jobs/{reference} and the MCP tools' progress show).
+stage_listener: ContextVar[Callable[[str], None] | None] = ContextVar("stage_listener", default=None)
+
+
 class Stopwatch:
     """Sums the time spent in each stage of one capture and notes what it waited for."""
 
@@ -43,6 +49,9 @@ class Stopwatch:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         assert name in STAGES, name
+        listener = stage_listener.get()
+        if listener is not None:
+            listener(name)
         started = time.monotonic()
         try:
             yield

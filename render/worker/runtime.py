@@ -31,12 +31,14 @@ from render.contract.errors import (
     ServiceError,
 )
 from render.contract.options import TakeOptions
+from render.contract.timings import stage_listener
 from render.contract.wire import JobRequest, JobResult
 from render.logs import trace_id_var
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.page.blocking import FilterLists
 from render.page.consent import consent_rule_set
+from render.queue.keys import job_key
 from render.queue.records import local_heartbeat_file, unhealthy_file
 from render.settings import RenderSettings
 from render.worker.comparing import compare_run, run_compare_job
@@ -221,6 +223,7 @@ class WorkerRuntime:
         started = time.monotonic()
         started_at = time.time()
         trace_id_var.set(job.trace_id)
+        stage_listener.set(self._stage_reporter(job.reference) if job.async_ and self.redis is not None else None)
         if time.time() >= job.deadline:
             log.info("job %s expired in the queue", job.reference)
             result = JobResult(job.reference, ok=False, error=CaptureTimeout(
@@ -245,6 +248,23 @@ class WorkerRuntime:
         result.started_at, result.finished_at = started_at, time.time()
         self.finisher.publish(job, result)
         return result
+
+    def _stage_reporter(self, reference: str) -> Callable[[str], None]:
+        """An async job's stages written to its record as they begin (`stage`: what GET /jobs/{reference} shows
+        of a rendering job); one write a stage, best effort."""
+        key, told = job_key(reference), [""]
+
+        def report(stage: str) -> None:
+            if stage == told[0]:
+                return
+            told[0] = stage
+            try:
+                assert self.redis is not None
+                self.redis.hset(key, "stage", stage)
+            except redis.RedisError:
+                log.debug("could not record the stage of job %s", reference, exc_info=True)
+
+        return report
 
     def _render_job(self, job: JobRequest, started: float) -> JobResult:
         model, work = self.kinds[job.kind]

@@ -19,6 +19,7 @@ from fastapi.openapi.utils import get_openapi
 from render.contract.comparing import CompareRequest
 from render.contract.formats import media_types
 from render.contract.monitoring import MonitorSpec
+from render.contract.timings import STAGES
 from service.api.error_reference import ENTRIES
 from service.options_schema import options_schema
 
@@ -230,6 +231,9 @@ def _components(bulk_max: int) -> dict[str, Any]:
                 "properties": {
                     "is_successful": {"type": "boolean"}, "reference": text,
                     "status": {"type": "string", "enum": ["queued", "rendering", "done", "failed", "cancelled"]},
+                    "stage": {"type": "string", "enum": list(STAGES), "description": "What a rendering async job "
+                              "is doing (the stages of Server-Timing): context, navigation, waits, preparation, "
+                              "capture, encode, metadata, store."},
                     "error_code": text, "error_message": text, "screenshot_url": {"type": ["string", "null"]},
                     "format": text, "size_bytes": number,
                     "webhook": {"type": "object", "properties": {"status": text, "attempts": number}}},

@@ -9,12 +9,14 @@ as a `resource_link` too (what is large or not an image, a PDF or a video, only 
 
 A capture runs as an async job of the API that the tool call watches: while it runs, a client that sent a
 progress token gets `notifications/progress` on every change of state and every PROGRESS_SECONDS (the job's
-reference and what it is doing: queued, rendering), so a long capture keeps a standard client waiting; a call the
-client cancels cancels the job if no worker has started it (never rendered, nothing charged), and is logged with
-what was charged. The organisation's key: on stdio the server's (`--access-key`,
-SCREENSHOT_ACCESS_KEY), over HTTP each client's own, as `Authorization: Bearer <key>` or `X-Access-Key` (the
-server lends none: a client without a key is refused). Over HTTP only the allowed Host and Origin headers are
-answered, whatever the address the server listens on (`--allowed-hosts`, `--allowed-origins`).
+reference and what it is doing: queued, then rendering: loading the page, waiting for it, capturing, storing...),
+so a long capture keeps a standard client waiting; a call the client cancels cancels the job if no worker has
+started it (never rendered, nothing charged), and is logged with what was charged.
+
+The organisation's key: on stdio the server's (`--access-key`, SCREENSHOT_ACCESS_KEY), over HTTP each client's
+own, as `Authorization: Bearer <key>` or `X-Access-Key` (the server lends none: a client without a key is
+refused). Over HTTP only the allowed Host and Origin headers are answered, whatever the address the server listens
+on (`--allowed-hosts`, `--allowed-origins`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ from service.options_schema import options_schema
 INLINE_IMAGE_BYTES = 5 * 1024 * 1024  # larger images come back as a link
 INLINE_TEXT_CHARS = 200_000  # longer Markdown or HTML comes back as a link
 TIMEOUT_SECONDS = 330  # beyond the longest capture (async timeout 300) and its queueing
+# How a progress message names the stage a rendering job is in (render.contract.timings.STAGES).
+STAGE_WORDS = {"context": "opening a page", "navigation": "loading the page", "waits": "waiting for the page",
+               "preparation": "preparing the page", "capture": "capturing", "encode": "encoding",
+               "metadata": "reading metadata", "store": "storing"}
 PROGRESS_SECONDS = 2.0  # a running job's progress is told at least this often
 POLL_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)  # how soon a job's state is read again, growing to the last
 log = logging.getLogger(__name__)
@@ -144,6 +150,8 @@ async def watched(client: ApiClient, reference: str, progress: Progress) -> dict
         while True:
             answer = (await client.request("GET", f"/v1/screenshot/jobs/{reference}")).json()
             state = str(answer.get("status"))
+            if answer.get("stage"):  # what a rendering job is doing: loading the page, capturing, storing...
+                state = f"{state}, {STAGE_WORDS.get(str(answer['stage']), answer['stage'])}"
             if state == "done":
                 return dict(answer)
             if state in ("failed", "cancelled"):

@@ -298,6 +298,10 @@ def test_a_queued_job_is_cancelled_uncharged_and_a_rendering_one_runs_to_its_end
                      ).json()["reference"] for _ in range(default_workers())]  # every free worker busy 2 s
     rendering = blockers[0]  # the organisation's first: the first of its jobs a worker takes
     wait_status(isolated_http, org, rendering, {"rendering"})
+    deadline = time.monotonic() + 10  # and what it is doing: its `delay` is the stage of waits
+    while status(isolated_http, org, rendering).json().get("stage") != "waits":
+        assert time.monotonic() < deadline, status(isolated_http, org, rendering).json()
+        time.sleep(0.05)
     target = take(isolated_http, org, site, **{"async": "true"}).json()["reference"]  # behind the blockers
     assert usage(isolated_http, org)["concurrency"]["remaining"] == 0
     stopped = cancel(isolated_http, org, target)

@@ -165,7 +165,7 @@ def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_que
         assert link["mimeType"] == "image/png" and httpx.get(link["uri"], timeout=30).content.startswith(b"\x89PNG")
         notes = long["progress"]
         assert [note["progress"] for note in notes] == sorted({note["progress"] for note in notes})  # increasing
-        assert any(": rendering" in note["message"] for note in notes)
+        assert any(": rendering, waiting for the page" in note["message"] for note in notes)  # its stage, told
         gaps = [later["at"] - earlier["at"] for earlier, later in zip(notes, notes[1:], strict=False)]
         assert len(notes) >= LATE_SECONDS / 4 and max(gaps) < 10, gaps  # every few seconds
     for call in got["cancelled"]:  # type: ignore[attr-defined]

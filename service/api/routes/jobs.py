@@ -1,9 +1,10 @@
 """`/jobs/{reference}` (beyond the spec): an async job's state and answer, and its cancellation.
 
-GET answers the state (queued, rendering, done, failed, cancelled) and, for a done job, what the synchronous JSON
-answer would have held (screenshot_url, format, size_bytes, metadata...), with fresh links. DELETE cancels a job
-that no worker has started: it is never rendered and nothing is charged (its concurrency slot is freed at once); a
-job already rendering runs to its end and is charged if it succeeds, as the answer says.
+GET answers the state (queued; rendering, with the stage an async job is in; done, failed, cancelled) and, for a
+done job, what the synchronous JSON answer would have held (screenshot_url, format, size_bytes, metadata...), with
+fresh links. DELETE cancels a job that no worker has started: it is never rendered and nothing is charged (its
+concurrency slot is freed at once); a job already rendering runs to its end and is charged if it succeeds, as the
+answer says.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ async def state_of(context: AppContext, reference: str, record: dict[str, str]) 
         record["error"] = json.dumps(InternalError(
             "The worker rendering this capture stopped (it crashed or was killed); send it again.").to_payload())
     body: dict[str, Any] = {"is_successful": True, "reference": reference, "status": record.get("status")}
+    if record.get("status") == "rendering" and record.get("stage"):  # an async job's (render.contract.timings)
+        body["stage"] = record["stage"]
     if record.get("status") == "failed" and record.get("error"):
         error = json.loads(record["error"])
         body["error_code"] = error.get("error_code")
