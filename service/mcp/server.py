@@ -256,10 +256,12 @@ def build_server(api: str, default_key: str | None) -> Server[Any]:
                 "access_key_required: send the organisation's access key as Authorization: Bearer <key> (or "
                 "X-Access-Key), or start `screenshot-service mcp` with --access-key."))])
         token = (getattr(context, "meta", None) or {}).get("progress_token")
+        told = [0.0]
 
         async def progress(elapsed: float, message: str) -> None:
             if token is not None:  # on the call's own stream (streamable HTTP: its SSE stream)
-                await context.session.send_progress_notification(token, round(elapsed, 1), None, message,
+                told[0] = max(round(elapsed, 3), told[0] + 0.001)  # MCP: it increases with every notification
+                await context.session.send_progress_notification(token, told[0], None, message,
                                                                  related_request_id=context.request_id)
 
         try:

@@ -1,7 +1,8 @@
 """Work the integration tests start in the background when the session starts, so that what is only waiting
-(a 65 s capture that waits for its page) overlaps the other tests instead of adding to the run. Each runs on a
-service of its own (own Redis, own workers), so it takes no worker of the shared one; its test joins it and
-checks what came back."""
+(a 65 s capture that waits for its page) or runs apart (the contract run, in a network namespace of its own)
+overlaps the other tests instead of adding to the run (the run keeps about one of the two cores busy on
+average). Each runs on a service of its own (own Redis, own workers), so it takes no worker of the shared one;
+its test joins it and checks what came back."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.cluster.network import available
 from tests.conftest import ROOT, create_org
 from tests.support.servers import RunningService, free_port, redis_server, running_service, wait_for
 from tests.support.site import Site
@@ -43,12 +46,14 @@ class TypeScriptRun:
     service: RunningService
     key: str
     sides: int
+    directory: Path  # client.out, client.err
 
     def result(self) -> tuple[int, dict[str, object] | None, str]:
         """(exit status, what it printed, the end of its error output), once it is done."""
-        out, err = self.process.communicate(timeout=LATE_SECONDS + 180)
-        text = err.decode(errors="replace")[-3000:]
-        return self.process.returncode, (json.loads(out) if self.process.returncode == 0 else None), text
+        self.process.wait(timeout=LATE_SECONDS + 180)
+        printed = (self.directory / "client.out").read_bytes()
+        errors = (self.directory / "client.err").read_text(errors="replace")[-3000:]
+        return self.process.returncode, (json.loads(printed) if self.process.returncode == 0 else None), errors
 
     def used(self) -> int:
         answer = httpx.get(f"{self.service.url}/v1/screenshot/usage", params={"access_key": self.key}, timeout=30)
@@ -77,14 +82,64 @@ def typescript_mcp_run(request: pytest.FixtureRequest, site: Site, tmp_path_fact
             http = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp", "key": org.access_key}
             plan = {"sides": [stdio, http], "queued": {"url": site.url("/colours.html"), **SMALL},
                     "long": {"html": LATE_PAGE, "wait_for_selector": "#ready", "timeout": 90, **SMALL}}
-            node = subprocess.Popen(["node", str(TS_CLIENT), json.dumps(plan)], cwd=ROOT, env=environment(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            with (data / "client.out").open("wb") as out, (data / "client.err").open("wb") as err:
+                node = subprocess.Popen(["node", str(TS_CLIENT), json.dumps(plan)], cwd=ROOT, env=environment(),
+                                        stdout=out, stderr=err)  # files: nobody reads a pipe while it runs
             try:
-                yield TypeScriptRun(node, service, org.access_key, 2)
+                yield TypeScriptRun(node, service, org.access_key, 2, data)
             finally:
                 if node.poll() is None:
                     node.kill()
-                    node.communicate()
+                    node.wait(10)
         finally:
             mcp_http.terminate()
             mcp_http.wait(10)
+
+
+CONTRACT_TEST = "test_schemathesis_finds_no_contract_failure"
+CONTRACT_EXAMPLES = 3  # per operation in fuzzing (coverage makes its own: about 14,000 cases in all)
+CONTRACT_SEED = 51  # a failure repeats with the same draws
+CONTRACT_WORKERS = 2  # schemathesis's concurrent clients
+
+
+@dataclass
+class ContractRun:
+    """tests/support/contract_run.py running in a network namespace of its own, or why it could not."""
+
+    process: subprocess.Popen[bytes] | None
+    directory: Path
+    unavailable: str = ""
+
+    def result(self) -> tuple[int, str]:
+        """(the CLI's exit status, its output), once it is done."""
+        assert self.process is not None
+        self.process.wait(timeout=840)
+        written = self.directory / "output.txt"
+        if not written.exists():  # it never got to the CLI: what its processes said
+            written = self.directory / "processes.log"
+        return self.process.returncode, written.read_text(errors="replace")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def contract_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[ContractRun | None]:
+    """Started with the session when tests/integration/test_contract.py is to run (else nothing)."""
+    if not any(item.name == CONTRACT_TEST for item in request.session.items):
+        yield None
+        return
+    directory = tmp_path_factory.mktemp("contract")
+    why = available()
+    if why:
+        yield ContractRun(None, directory, why)
+        return
+    with (directory / "processes.log").open("wb") as log:  # a file, not a pipe nobody reads while it runs
+        process = subprocess.Popen(
+            ["unshare", "--net", sys.executable, "-m", "tests.support.contract_run", str(directory),
+             "--max-examples", str(CONTRACT_EXAMPLES), "--seed", str(CONTRACT_SEED), "--workers",
+             str(CONTRACT_WORKERS)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield ContractRun(process, directory)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(60)

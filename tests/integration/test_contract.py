@@ -9,30 +9,18 @@ names reaches nothing but the service and its test site there.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.cluster.network import available
-from tests.support.servers import ROOT
+from tests.integration.conftest import ContractRun
 
 pytestmark = pytest.mark.browser
-EXAMPLES = 3  # per operation in fuzzing (coverage makes its own: about 14,000 cases in all, 55 s here)
-SEED = 51  # a failure repeats with the same draws
-WORKERS = 2  # schemathesis's concurrent clients
 
 
-@pytest.mark.timeout(900)
-def test_schemathesis_finds_no_contract_failure(tmp_path: Path) -> None:
-    why = available()
-    if why:
-        pytest.skip(f"the contract run needs a network namespace of its own: {why}")
-    run = subprocess.run(["unshare", "--net", sys.executable, "-m", "tests.support.contract_run", str(tmp_path),
-                          "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", str(WORKERS)],
-                         cwd=ROOT, timeout=840, capture_output=True)
-    written = tmp_path / "output.txt"
-    output = written.read_text(errors="replace") if written.exists() else ""
-    assert run.returncode == 0, (output[-8000:] or run.stderr.decode(errors="replace")[-3000:])
+def test_schemathesis_finds_no_contract_failure(contract_run: ContractRun) -> None:
+    """Started with the session (tests/integration/conftest.py: about 14,000 requests, a minute of one core),
+    joined here."""
+    if contract_run.unavailable:
+        pytest.skip(f"the contract run needs a network namespace of its own: {contract_run.unavailable}")
+    status, output = contract_run.result()
+    assert status == 0, output[-8000:]
     assert " passed" in output and "Custom check failed" not in output, output[-3000:]
