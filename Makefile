@@ -16,8 +16,16 @@ SDK := tests/sdk/node_modules/.package-lock.json
 run: system venv rules
 	$(BIN)/screenshot-service run
 
+# Two pytest processes at once: the unit tests (pure Python, about half a minute of one core) beside the rest,
+# which keeps about one of the two cores busy on average (it mostly waits on pages and processes). The unit
+# tests' report follows the rest's; either failing fails the target.
 test: system venv rules corpus sdk lint
-	$(BIN)/pytest
+	@mkdir -p var
+	@$(BIN)/pytest tests/unit --basetemp=var/unit-tests-tmp > var/unit-tests.log 2>&1 & unit=$$!; \
+	  $(BIN)/pytest --ignore=tests/unit; rest=$$?; \
+	  wait $$unit; units=$$?; cat var/unit-tests.log; \
+	  echo "make test: tests/unit exited $$units, the others $$rest"; \
+	  test $$rest -eq 0 -a $$units -eq 0
 
 # The container image built with Debian's Podman and run as operators run it (tests/image): after `make test`,
 # in .ci/run. Its base is made with mmdebstrap when the registry of images cannot be reached.
