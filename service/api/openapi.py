@@ -73,7 +73,10 @@ def request_body(kind: str) -> dict[str, Any]:
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    meaning = {400: "The request was refused: error_code and error_details say why and which field.",
+    meaning = {400: "The request was refused: error_code and error_details say why and which field. A missing key "
+                    "is access_key_required and a wrong or revoked one access_key_invalid, both 400 as the spec says "
+                    "(this API answers no 401 or 403). Parameters valid one by one may still be refused together "
+                    "(a rule across fields: exactly one of url, html and markdown; README, Parameters).",
                404: "No such route or job (a key no route can match: control characters).", 405: "Method not allowed.",
                413: "The body is over SCREENSHOT_MAX_BODY_BYTES.",
                500: "The capture failed (timeout, network, the page's host) or an internal error.",
@@ -328,9 +331,13 @@ def document(app: FastAPI, bulk_max: int) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     schemas.update(_components(bulk_max))
+    refused = " A missing key is refused 400 access_key_required, a wrong one 400 access_key_invalid."
     components["securitySchemes"] = {
-        "AccessKeyHeader": {"type": "apiKey", "in": "header", "name": "X-Access-Key"},
-        "AccessKeyQuery": {"type": "apiKey", "in": "query", "name": "access_key"}}
+        "AccessKeyHeader": {"type": "apiKey", "in": "header", "name": "X-Access-Key",
+                            "description": "The organisation's access key." + refused},
+        "AccessKeyQuery": {"type": "apiKey", "in": "query", "name": "access_key",
+                           "description": "The organisation's access key, in the query (or a JSON body's access_key)."
+                                          + refused}}
     for operations in spec["paths"].values():
         for operation in operations.values():
             operation.get("responses", {}).pop("422", None)

@@ -34,8 +34,8 @@ from tests.support.site import Site
 pytestmark = pytest.mark.browser
 CAPPED = {"timeout": 8, "navigation_timeout": 4, "delay": 0, "duration": 1, "wait_for_selector_timeout": 2,
           "scroll_duration": 500, "scroll_delay": 0}
-EXAMPLES = 10  # per operation (the contract run, test_contract.py, generates thousands more)
-CAPTURE_EXAMPLES = 20  # per capture operation (take and animate, GET and POST)
+EXAMPLES = 6  # per operation (the contract run, test_contract.py, generates thousands more)
+CAPTURE_EXAMPLES = 16  # per capture operation (take and animate, GET and POST)
 CLIENT_TIMEOUT_SECONDS = 60  # far beyond any capped case: an answer later than this is a hang
 
 
