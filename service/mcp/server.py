@@ -86,7 +86,8 @@ def tools() -> list[types.Tool]:
                 "threshold": {"type": "integer", "minimum": 0, "maximum": 255},
                 "change_threshold": {"type": "number", "minimum": 0, "maximum": 1}}}),
         types.Tool(name="job_status", title="State of a job", description=(
-            "The state of a capture job by its reference: queued, rendering, done (with its link) or failed."),
+            "The state of a capture job by its reference: queued, rendering (and its stage), done (with its link and "
+            "facts), failed or cancelled."),
             input_schema={"type": "object", "required": ["reference"],
                          "properties": {"reference": {"type": "string"}}}),
     ]
