@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import subprocess
 import sys
@@ -22,18 +21,13 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Org
-from tests.integration.conftest import LATE_SECONDS, TypeScriptRun
+from tests.integration.conftest import LATE_SECONDS, SMALL, TypeScriptRun, environment
 from tests.support.images import decode, near, rgb_at
 from tests.support.servers import ROOT, RunningService, free_port, wait_for
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
-SMALL = {"viewport_width": 200, "viewport_height": 100}
 PRICES = {"viewport_width": 640, "viewport_height": 300}  # the price list's price is in view
-
-
-def environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")}
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from render.queue.keys import (
     lane_key,
     webhook_owed_key,
 )
+from render.queue.lane_scripts import CANCEL
 from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences, keep_job_records_for
 from service.settings import ServiceSettings
 
@@ -186,3 +187,35 @@ def test_job_records_live_as_long_as_the_setting_says(connection: redis.Redis) -
     finally:
         keep_job_records_for(JOB_RECORD_TTL_SECONDS)
     assert ServiceSettings.model_fields["job_record_ttl"].default == JOB_RECORD_TTL_SECONDS == 7 * 86400
+
+
+def cancel(connection: redis.Redis, reference: str) -> int:
+    return int(connection.register_script(CANCEL)(keys=[job_key(reference)]))
+
+
+def test_cancel_and_start_of_one_job_exactly_one_wins_in_either_order(connection: redis.Redis) -> None:
+    """DELETE /jobs/{reference} (CANCEL) and a worker's START look at the same record: cancelled first, the
+    worker is told CANCELLED and never marks it rendering; started first, the cancel is refused and the job runs.
+    A synchronous job (no payload) and a monitor's run are not cancelled by reference."""
+    assert offer(connection, "cancel-first", kind=lanes.ASYNC) == 1
+    [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
+    assert cancel(connection, "cancel-first") == 1
+    assert lanes.start(connection, "w", taken) == lanes.CANCELLED
+    record = connection.hgetall(job_key("cancel-first"))
+    assert record[b"status"] == b"cancelled" and b"payload" not in record and b"worker" not in record
+    assert cancel(connection, "cancel-first") == 0  # once
+    lanes.done(connection, "w", taken)
+
+    assert offer(connection, "start-first", kind=lanes.ASYNC) == 1
+    [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
+    assert lanes.start(connection, "w", taken) == lanes.STARTED
+    assert cancel(connection, "start-first") == 0
+    assert connection.hget(job_key("start-first"), "status") == b"rendering"
+    lanes.done(connection, "w", taken)
+
+    assert offer(connection, "sync", kind=lanes.SYNC) == 1
+    connection.hdel(job_key("sync"), "payload")  # as the API records a synchronous job
+    assert cancel(connection, "sync") == 0
+    assert offer(connection, "run", kind=lanes.ASYNC) == 1
+    connection.hset(job_key("run"), "monitor", "m1")
+    assert cancel(connection, "run") == -1 and connection.hget(job_key("run"), "status") == b"queued"
