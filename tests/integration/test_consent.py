@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -18,6 +19,12 @@ import httpx
 import pytest
 import pyvips
 
+from render.browser.pool import TabPool
+from render.contract.devices import Viewport
+from render.contract.options import TakeOptions
+from render.page import consent
+from render.page.annoyances import Annoyances
+from render.settings import RenderSettings
 from tests.conftest import Org, create_org
 from tests.support.images import decode
 from tests.support.pages.consent import CONSENT_PAGES, LOOK_ALIKES, NODE_MODULES, ConsentPage
@@ -26,7 +33,8 @@ from tests.support.servers import RunningService, running_service
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
-VIEWPORT = {"viewport_width": 1280, "viewport_height": 800}
+VIEWPORT_SIZE = {"width": 1280, "height": 800}
+VIEWPORT = {f"viewport_{side}": size for side, size in VIEWPORT_SIZE.items()}
 BANNER_PIXELS = 2000  # the smallest banner of the corpus covers far more than this
 # The corpus's captures are sent at once, as clients would, to a service of the module's own with more
 # workers than cores: many captures wait (a delay, a banner's timer), and the load is what banners must be
@@ -70,6 +78,16 @@ def scroll_lock(client: httpx.Client, org: Org, url: str, **params: object) -> s
     found = re.search(r'<html[^>]* data-scroll-lock="([^"]*)"', html)
     assert found, "the page's probe did not run"
     return found.group(1)
+
+
+# osano's banner fully in (faded in, 20 ms after it is put up); then answered ("Cookie Policy" shown) and out of
+# sight (faded out, display none after 1 s; or transparent under autoconsent's pre-hiding, when no fade runs).
+BANNER_IN = """() => { const banner = document.querySelector('.cc-window');
+  return banner !== null && getComputedStyle(banner).display !== 'none'
+    && !banner.classList.contains('cc-invisible'); }"""
+REFUSED_OUT_OF_SIGHT = """() => { const banner = getComputedStyle(document.querySelector('.cc-window'));
+  return document.cookie.includes('cookieconsent_status=deny') && (banner.display === 'none' || banner.opacity === '0')
+    && getComputedStyle(document.querySelector('.cc-revoke')).display !== 'none'; }"""
 
 
 # What each corpus page is captured as: once its banner is in (some slide or fade in; bootstrap-cookie-alert
@@ -191,3 +209,47 @@ def test_the_next_job_on_the_same_page_without_the_option_sees_the_banner(
         assert differing_pixels(shot(delay="1"), refused) > BANNER_PIXELS
         html = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, "format": "html"})
         assert html.status_code == 200 and "<html" in html.text and "data-consent" not in html.text
+
+
+def test_a_banner_refused_before_the_worker_hears_of_it_leaves_no_revisit_button(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race a busy worker met (issue 50): autoconsent refuses osano's opt-out banner before the page has
+    loaded, the banner is out of sight by the worker's first look (faded out, or transparent under
+    autoconsent's pre-hiding), and the worker, starved of CPU, has not yet heard autoconsent's messages; the
+    library's "Cookie Policy" button must go all the same. Made exact here: the worker answers autoconsent's
+    `init` only once the banner is fully in (so the refusal comes after it is shown, not in the 20 ms before)
+    and hears nothing else until the capture would be taken."""
+    url = site.url("/consent/osano-opt-out-floating.html")
+    receive = consent.Consent.receive
+    late = asyncio.Event()
+
+    async def busy_worker(self: consent.Consent, source: dict[str, Any], message: Any) -> Any:
+        if isinstance(message, dict) and message.get("type") == "init":
+            await source["page"].wait_for_function(BANNER_IN, timeout=10_000)
+        elif isinstance(message, dict):
+            await late.wait()
+        return await receive(self, source, message)
+
+    monkeypatch.setattr(consent.Consent, "receive", busy_worker)
+
+    async def main() -> tuple[bool, str]:
+        pool = TabPool(RenderSettings())
+        try:
+            tab = await pool.acquire()
+            await tab.cdp.send("Emulation.setDeviceMetricsOverride", Viewport(**VIEWPORT_SIZE).device_metrics())
+            annoyances = Annoyances(TakeOptions.model_validate({"url": url, "block_cookie_banners": True}),
+                                    consent.rule_set())
+            await annoyances.install(tab)
+            await tab.page.goto(url)
+            await tab.page.wait_for_function(REFUSED_OUT_OF_SIGHT, timeout=10_000)
+            await annoyances.clear(tab, time.monotonic() + 10)
+            heard = annoyances.consent is not None and annoyances.consent.found_banner
+            revisit = await tab.run("() => getComputedStyle(document.querySelector('.cc-revoke')).display")
+            late.set()
+            return heard, revisit
+        finally:
+            await pool.close()
+
+    heard, revisit = asyncio.run(asyncio.wait_for(main(), 60))
+    assert not heard, "the worker heard autoconsent in time: the race was not made"
+    assert revisit == "none", "osano's revisit button was left on the page"

@@ -262,6 +262,10 @@
     return found.length;
   };
 
+  // Whether autoconsent found a banner in this document (render/page/js/consent.js says so here as it tells the
+  // worker, which may hear it late).
+  const consentSeen = () => window[Symbol.for('screenshot-service.consent-seen')] === true;
+
   // The banners on the page now. Without `hide`, a page with banners is left alone (autoconsent may still
   // refuse them: the worker waits for it, then asks again with `hide`). Otherwise they are hidden, and,
   // when any banner was seen in this job (`seen`), what they left; then the page is watched until it is
@@ -270,7 +274,8 @@
   // each style sheet that loads has the whole page looked at again). Once a banner was seen, a scroll lock
   // put on <html>/<body> later (a class added as the banner opens) goes too. Returns how many banners it
   // found, how many of them were shown and how many it hid.
-  const clearBanners = (options) => {
+  const clearBanners = (given) => {
+    const options = { ...given, seen: given.seen || consentSeen() };
     const found = banners(options, everywhere());
     const shown = found.filter(shownNow).length;
     if (found.length && !options.hide) return { found: found.length, shown, hidden: 0 };
@@ -292,6 +297,7 @@
         if (node.shadowRoot) for (const el of elements(node.shadowRoot)) candidates.add(el);
       }
       watch.pending.clear();
+      watch.options.seen ||= consentSeen();
       if (hide(banners(watch.options, candidates), watch.options.seen)) watch.options.seen = true;
       else if (watch.outer && watch.options.seen) unlockScroll();
       watch.outer = false;

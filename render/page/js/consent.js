@@ -33,6 +33,9 @@ __BUNDLE__
         }
       } else if (FORWARDED.has(message.type)) {
         const { type, cmp, result } = message;
+        // Said in the page too, where render/page/js/annoyances.js decides what to hide: a worker short of CPU
+        // may hear this only after its first look, when the banner has already faded out and left its button.
+        if (type !== 'cmpDetected') window[Symbol.for('screenshot-service.consent-seen')] = true;
         toWorker({ type, cmp, result });
       }
     };
