@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import redis.asyncio as aioredis
 
 from service.organisations import OrganisationStore
 from service.settings import default_workers
+from tests.support import shards
 from tests.support.plain import PlainBrowser
 from tests.support.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
 from tests.support.site import Site
@@ -30,6 +32,36 @@ __all__ = ["ROOT", "Org", "RunningService", "free_port"]
 collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
 
 LOCK_TEST = "test_the_lock_resolves_under_debian_s_python"
+SHARD = os.environ.get("SCREENSHOT_TEST_SHARD", "")  # "1/2": this process runs the first of two shares (Makefile)
+_took: dict[str, float] = {}  # seconds each file's tests took in this run (setup, call and teardown)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With SCREENSHOT_TEST_SHARD, only this share's files (tests/support/shards.py)."""
+    if not SHARD:
+        return
+    try:
+        share, shares = shards.parse(SHARD)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    placed = shards.assign((item.nodeid for item in items), shares, shards.known())
+    others = [item for item in items if placed[shards.file_of(item.nodeid)] != share]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item in items if placed[shards.file_of(item.nodeid)] == share]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = shards.file_of(report.nodeid)
+    _took[path] = _took.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A share's run (the whole suite's files) writes what its files took, for `python -m tests.support.shards`."""
+    if SHARD and _took:
+        shards.MEASURED.mkdir(exist_ok=True)
+        share = SHARD.replace("/", "-of-")
+        (shards.MEASURED / f"test-durations-{share}.json").write_text(json.dumps(_took, indent=1) + "\n")
 DEBIAN_PYTHON = "/usr/bin/python3"
 
 

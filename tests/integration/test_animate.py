@@ -3,14 +3,16 @@ recording, and scroll positions read back from each frame of a page whose colour
 
 from __future__ import annotations
 
-import subprocess
+import re
+from pathlib import Path
 
 import httpx
 import pytest
 
 from animate.options import parse_animate_options
 from animate.timeline import plan
-from tests.conftest import Org
+from tests.conftest import Org, RunningService
+from tests.support.servers import process_tree
 from tests.support.site import Site
 from tests.support.videos import frames, probe, rgb, ssim
 
@@ -20,6 +22,18 @@ PAGE_HEIGHT = 4000
 
 def animate(client: httpx.Client, org: Org, **params: str) -> httpx.Response:
     return client.get("/v1/screenshot/animate", params={"access_key": org.access_key, **params}, timeout=120)
+
+
+def commands_below(service: RunningService) -> list[list[str]]:
+    """The command line of every process the service's processes started, and of theirs."""
+    commands = []
+    for process in service.processes.values():
+        for pid in process_tree(process.pid)[1:]:
+            try:
+                commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0"))
+            except OSError:
+                continue  # ended meanwhile
+    return commands
 
 
 def scroll_of(frame: bytes, width: int) -> float:
@@ -159,16 +173,18 @@ def test_bad_parameters_name_the_field(client: httpx.Client, org: Org, site: Sit
     assert field in [d["field"] for d in response.json()["error_details"]]
 
 
-def test_a_recording_out_of_time_is_a_timeout_and_leaves_no_ffmpeg(client: httpx.Client, org: Org,
-                                                                   site: Site) -> None:
+def test_a_recording_out_of_time_is_a_timeout_and_leaves_no_ffmpeg(service: RunningService, client: httpx.Client,
+                                                                   org: Org, site: Site) -> None:
     # The page takes 3 s to load, the recording 3 s more: past the 5 s timeout while ffmpeg is encoding.
     response = animate(client, org, url=site.url("/slow?ms=3000"), duration="3", timeout="5",
                        viewport_width="160", viewport_height="120")
     assert response.status_code == 500, response.text
     assert response.json()["error_code"] == "timeout_error"
     assert "timeout" in response.json()["error_message"]
-    leftover = subprocess.run(["pgrep", "-f", "animate-.*\\.mp4"], capture_output=True, text=True).stdout
-    assert leftover == "", f"ffmpeg still running: {leftover}"
+    # Among the service's own processes: another test process may be recording beside this one.
+    leftover = [" ".join(command) for command in commands_below(service) if Path(command[0]).name == "ffmpeg"
+                or any(re.search(r"animate-.*\.mp4", part) for part in command)]
+    assert leftover == [], f"ffmpeg still running: {leftover}"
 
 
 def test_scroll_navigate_to_url_goes_there(client: httpx.Client, org: Org, site: Site) -> None:
