@@ -81,7 +81,7 @@ def test_wait_until_load_does_not_wait_for_late_requests(client: httpx.Client, o
                          ids="+".join)
 def test_networkidle_waits_for_late_requests(client: httpx.Client, org: Org, site: Site, events: list[str]) -> None:
     response = client.get("/v1/screenshot/take", params=[("access_key", org.access_key),
-                                                         ("url", site.url("/late-fetch.html")), ("format", "html"),
+                                                         ("url", site.url("/late-fetches.html")), ("format", "html"),
                                                          *[("wait_until", e) for e in events]])
     assert response.status_code == 200, response.text
     assert '<div id="state">fetched</div>' in response.text

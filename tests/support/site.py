@@ -60,6 +60,16 @@ window.addEventListener('load', () => setTimeout(() => {
 }, 200));
 </script></body></html>"""
 
+# Three requests 200 ms after load, each answered after 300 ms: networkidle2 (at most two in flight) waits for
+# them too, as networkidle0 does (one late request alone would not hold networkidle2).
+LATE_FETCHES = """<!DOCTYPE html><html><body><div id="state">waiting</div><script>
+window.addEventListener('load', () => setTimeout(() => {
+  Promise.all([0, 1, 2].map((n) => fetch(`/slow?ms=300&n=${n}`).then(r => r.text()))).then(() => {
+    document.getElementById('state').textContent = 'fetched';
+  });
+}, 200));
+</script></body></html>"""
+
 # Three long-lived requests stay open: networkidle2 is reached, networkidle0 is not.
 THREE_HANGING = """<!DOCTYPE html><html><body><div id="state">start</div><script>
 window.addEventListener('load', () => {
@@ -302,6 +312,7 @@ ROUTES: dict[str, Handler] = {
     "/article.html": lambda q: _html(ARTICLE),
     "/tall.html": lambda q: _html(TALL),
     "/late-fetch.html": lambda q: _html(LATE_FETCH),
+    "/late-fetches.html": lambda q: _html(LATE_FETCHES),
     "/three-hanging.html": lambda q: _html(THREE_HANGING),
     "/late-green.html": lambda q: _html(LATE_GREEN),
     "/status": _status,
