@@ -37,7 +37,8 @@ _took: dict[str, float] = {}  # seconds each file's tests took in this run (setu
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With SCREENSHOT_TEST_SHARD, only this share's files (tests/support/shards.py)."""
+    """With SCREENSHOT_TEST_SHARD, only this share's files, the cluster and end-to-end ones last
+    (tests/support/shards.py)."""
     if not SHARD:
         return
     try:
@@ -48,7 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     others = [item for item in items if placed[shards.file_of(item.nodeid)] != share]
     if others:
         config.hook.pytest_deselected(items=others)
-        items[:] = [item for item in items if placed[shards.file_of(item.nodeid)] == share]
+    items[:] = shards.in_order([item for item in items if placed[shards.file_of(item.nodeid)] == share],
+                               lambda item: item.nodeid)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -6,7 +6,7 @@ Files are shared out by how long each took in a whole run (tests/durations.json:
 teardown included), the longest first, each to the share with the least so far; a file not in it counts as its
 number of tests times the median seconds per test. Each share is a session of its own (its Redis, site and
 service), so a file never straddles two: its module fixtures start once. tests/cluster and tests/e2e go whole to
-one share (their namespaces and `run` instances are the heaviest on processes).
+one share (their namespaces and `run` instances are the heaviest on processes), and run last in it.
 
 Every run writes what its files took to var/test-durations-<share>.json; `python -m tests.support.shards`
 merges those into tests/durations.json (after adding or slowing tests).
@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).parents[2]
 DURATIONS = ROOT / "tests" / "durations.json"
 MEASURED = ROOT / "var"
 WHOLE = ("tests/cluster/", "tests/e2e/")
+T = TypeVar("T")
 
 
 def parse(value: str) -> tuple[int, int]:
@@ -64,6 +66,13 @@ def assign(nodeids: Iterable[str], shares: int, durations: dict[str, float]) -> 
         load[share] += weights[unit]
         placed[unit] = share + 1
     return {path: placed[unit_of(path)] for path in tests}
+
+
+def in_order(items: list[T], nodeid: Callable[[T], str]) -> list[T]:
+    """A share's tests in their order, those of WHOLE last: what starts with the session (the contract run, the
+    MCP scenario, the lock's resolution: tests/integration/conftest.py) is over by then, and the failover and
+    chaos tests do not meet it on this machine's 2 cores."""
+    return sorted(items, key=lambda item: unit_of(file_of(nodeid(item))) in WHOLE)
 
 
 def known() -> dict[str, float]:

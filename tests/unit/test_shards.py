@@ -53,3 +53,11 @@ def test_a_bad_share_is_refused(value: str) -> None:
 def test_the_durations_name_only_test_files_that_exist() -> None:
     known = shards.known()
     assert known and all((shards.ROOT / path).is_file() for path in known)
+
+
+def test_the_cluster_and_end_to_end_tests_run_last_in_their_share_the_rest_in_order() -> None:
+    nodeids = ["tests/cluster/test_f.py::a", "tests/e2e/test_c.py::b", "tests/integration/test_a.py::c",
+               "tests/integration/test_a.py::d", "tests/unit/test_z.py::e"]
+    assert shards.in_order(nodeids, str) == [
+        "tests/integration/test_a.py::c", "tests/integration/test_a.py::d", "tests/unit/test_z.py::e",
+        "tests/cluster/test_f.py::a", "tests/e2e/test_c.py::b"]
