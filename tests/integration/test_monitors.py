@@ -227,6 +227,23 @@ def test_bad_monitors_are_refused_naming_their_field(client: httpx.Client, make_
     assert client.get("/v1/monitors", params={"access_key": org.access_key}).json() == {"monitors": []}
 
 
+def test_a_change_without_a_body_is_refused_and_an_empty_one_changes_nothing(  # type: ignore[no-untyped-def]
+        client: httpx.Client, make_org, site: Site) -> None:
+    """The contract run found it (tests/integration/test_contract.py): a PATCH with no body answered 200."""
+    org = make_org()
+    monitor = create(client, org, request={"url": site.url("/watch/page.html"), **VIEW}, schedule={"interval": 60},
+                     paused=True).json()
+    path, key = f"/v1/monitors/{monitor['id']}", {"x-access-key": org.access_key}
+    refused = client.patch(path, headers=key)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error_code"] == "request_not_valid"
+    assert [detail["field"] for detail in refused.json()["error_details"]] == ["body"]
+    unchanged = client.patch(path, headers=key, json={})
+    assert unchanged.status_code == 200, unchanged.text
+    assert {k: v for k, v in unchanged.json().items() if k != "updated"} == {
+        k: v for k, v in monitor.items() if k != "updated"}
+
+
 @pytest.fixture(scope="module")
 def pair(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """Two APIs and two deliverers (each with RQ's scheduler) on a database of their own."""

@@ -137,6 +137,9 @@ async def show(request: Request, monitor_id: str, who: Annotated[Caller, Depends
 async def change(request: Request, monitor_id: str) -> Response:
     context: AppContext = request.app.state.context
     org, body, _ = await body_caller(request, "MonitorChange")
+    if not (await request.body()).strip():  # `{}` changes nothing, as a merge does; no body at all is a mistake
+        raise RequestNotValid("The body is required: a JSON object of the fields to change (`{}` changes nothing).",
+                              [ErrorDetail("body", "missing")])
     monitor = await owned(context, org, monitor_id)
     merged = {**monitor.spec.model_dump(mode="json"), **{k: v for k, v in body.items() if k != "access_key"}}
     if body.get("request") is None:  # the stored request keeps its sealed secrets
