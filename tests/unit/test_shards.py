@@ -61,3 +61,11 @@ def test_the_cluster_and_end_to_end_tests_run_last_in_their_share_the_rest_in_or
     assert shards.in_order(nodeids, str) == [
         "tests/integration/test_a.py::c", "tests/integration/test_a.py::d", "tests/unit/test_z.py::e",
         "tests/cluster/test_f.py::a", "tests/e2e/test_c.py::b"]
+
+
+def test_what_runs_alone_is_in_no_share() -> None:
+    durations = {"tests/cluster/test_failover.py": 30.0, "tests/integration/test_x.py": 60.0,
+                 "tests/integration/test_y.py": 50.0}
+    placed = shards.assign(ids(dict.fromkeys(durations, 2)), 2, durations)
+    assert placed == {"tests/cluster/test_failover.py": 0, "tests/integration/test_x.py": 1,
+                      "tests/integration/test_y.py": 2}
