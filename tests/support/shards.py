@@ -6,7 +6,7 @@ Files are shared out by how long each took in a whole run (tests/durations.json:
 teardown included), the longest first, each to the share with the least so far; a file not in it counts as its
 number of tests times the median seconds per test. Each share is a session of its own (its Redis, site and
 service), so a file never straddles two: its module fixtures start once. tests/e2e goes whole to one share (its
-`run` instances are heavy on processes) and runs last in it; tests/cluster runs after both shares, alone (ALONE).
+`run` instances are heavy on processes) and runs last in it; tests/cluster runs before both shares, alone (ALONE).
 
 Every run writes what its files took to var/test-durations-<share>.json; `python -m tests.support.shards`
 merges those into tests/durations.json (after adding or slowing tests).
@@ -25,9 +25,10 @@ ROOT = Path(__file__).parents[2]
 DURATIONS = ROOT / "tests" / "durations.json"
 MEASURED = ROOT / "var"
 WHOLE = ("tests/cluster/", "tests/e2e/")
-# Run by neither share but alone after both (Makefile `test`): the failover test's primary, beside the two shares'
-# load, once refused writes (NOREPLICAS: its replica past min-replicas-max-lag) and an async job's webhook did not
-# come within 120 s (session 28's note). Alone, as they ran before the shares, they hold.
+# Run by neither share but alone before both (Makefile `test`), as they ran at the start of the one-process suite:
+# later in a loaded run the failover test's primary once refused writes (NOREPLICAS: its replica past
+# min-replicas-max-lag) and an async job's webhook did not come within 120 s, and once recovery took 14 s
+# (session 28's note).
 ALONE = ("tests/cluster/",)
 T = TypeVar("T")
 
