@@ -8,7 +8,10 @@ once: the first takes a lock, the others wait for its record.
 
 Stale-while-revalidate (`cache_stale_ttl`): for that many seconds past its TTL an entry is still served, at
 once, marked stale; the first request to see it stale refreshes it in the background (the same lock, taken
-without waiting, so one refresh runs however many requests see it), and the refreshed entry replaces it.
+without waiting, so one refresh runs however many requests see it), and the refreshed entry replaces it. An entry
+has two object slots and a refresh writes the one its stale entry does not use: the object a live record points
+to is never rewritten (a stale answer is the old picture, byte for byte, and a cache URL handed out keeps its
+bytes until the refresh after next), and an entry never holds more than two objects.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def cache_key(organisation: str, options: TakeOptions) -> str:
     return hashlib.sha256(material).hexdigest()
 
 
-def object_key(organisation: str, digest: str, options: TakeOptions) -> str:
-    return f"cache/{organisation}/{digest}.{options.file_extension}"
+def object_key(organisation: str, digest: str, options: TakeOptions, replacing: str | None = None) -> str:
+    """The object of an entry; for a refresh (`replacing` the stale entry's object) the slot it does not use."""
+    first = f"cache/{organisation}/{digest}.{options.file_extension}"
+    return f"cache/{organisation}/{digest}-b.{options.file_extension}" if replacing == first else first
 
 
 class Cache:

@@ -134,10 +134,12 @@ async def cached_result(context: AppContext, options: TakeOptions, digest: str
 
 
 async def render_into_cache(context: AppContext, org: Organisation, options: TakeOptions, digest: str,
-                            reference: str, trace_id: str, *, interactive: bool = True) -> JobResult:
-    """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it)."""
+                            reference: str, trace_id: str, *, interactive: bool = True,
+                            replacing: str | None = None) -> JobResult:
+    """Render the entry and keep it for cache_ttl (and cache_stale_ttl past it); a refresh names the stale
+    entry's object it is `replacing`, which it leaves as it is."""
     result = await run_capture(context, org, options, reference, trace_id,
-                               store_key=cache.object_key(org.id, digest, options),
+                               store_key=cache.object_key(org.id, digest, options, replacing),
                                keep_body=options.response_type == "by_format", interactive=interactive)
     if "blank" not in result.metadata.get("quality", {}).get("flags", []):  # a blank shot: the next one tries again
         await context.cache.put(digest, result, reference, options.cache_ttl or cache.DEFAULT_TTL,
@@ -145,7 +147,8 @@ async def render_into_cache(context: AppContext, org: Organisation, options: Tak
     return result
 
 
-async def refresh(context: AppContext, org: Organisation, options: TakeOptions, digest: str, trace_id: str) -> None:
+async def refresh(context: AppContext, org: Organisation, options: TakeOptions, digest: str, stale: JobResult,
+                  trace_id: str) -> None:
     """A stale entry rendered again (charged as a capture), unless a render of it already runs."""
     reference = new_reference()
     if not await context.cache.take_refresh(digest, reference,
@@ -153,7 +156,7 @@ async def refresh(context: AppContext, org: Organisation, options: TakeOptions, 
         return
     try:
         await render_into_cache(context, org, options.model_copy(update={"response_type": "json"}), digest,
-                                reference, trace_id, interactive=False)
+                                reference, trace_id, interactive=False, replacing=stale.storage_key)
         log.info("cache entry %s refreshed by %s", digest[:12], reference)
     except ServiceError as error:  # the stale entry stays until its window ends; the next request tries again
         log.info("cache entry %s not refreshed: %s: %s", digest[:12], error.code, error.message)

@@ -144,6 +144,9 @@ def test_a_stale_entry_is_served_at_once_and_refreshed_once_in_the_background(cl
     x, y, _, _ = IMAGE_BOX  # the new picture's colour, from the cache
     assert near(rgb_at(decode(refreshed.content), x + 5, y + 5), (0xd0, 0x30, 0x30))
     assert live.fetches == 2  # four stale answers, one refresh
+    # The refresh wrote the entry's other object: the stale one (and a cache URL handed out for it) kept its bytes.
+    assert refreshed.headers["x-service-cache-url"] != first.headers["x-service-cache-url"]
+    assert httpx.get(first.headers["x-service-cache-url"]).content == first.content
     assert used(client, org) == 2  # the first render and the refresh
     assert 'screenshot_cache_lookups_total{result="stale"} ' in client.get("/metrics").text
 

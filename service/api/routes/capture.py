@@ -119,7 +119,7 @@ async def take_cached(context: AppContext, org: Organisation, options: TakeOptio
                 return respond(present_success(options, result, reference, trace_id, context.links, cache_url))
     result, reference, stale = hit
     if stale:
-        context.cache.refresh_soon(refresh(context, org, options, digest, trace_id))
+        context.cache.refresh_soon(refresh(context, org, options, digest, result, trace_id))
     cache_url = context.links.url(result.storage_key or "")[0]
     presented = present_success(options, result, reference, trace_id, context.links, cache_url)
     presented.headers["x-service-cache-stale"] = "true" if stale else "false"
