@@ -36,6 +36,10 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 SENTINEL_TIMEOUT_SECONDS = 2.0
 T = TypeVar("T")
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
+# What a primary answers while it cannot take a write for now, nothing of the command done: too few good
+# replicas (`min-replicas-to-write`, replicas past `min-replicas-max-lag` on a busy machine), a demoted primary,
+# a primary still electing (MASTERDOWN is redis-py's ClusterDownError subclass), a retry asked for.
+REFUSED_FOR_NOW = ("NOREPLICAS", "READONLY", "MASTERDOWN", "TRYAGAIN")
 # The connection options of a URL that say where the server is: with Sentinel, the sentinels say that.
 _PLACE = ("host", "port", "path", "unix_socket_path", "connection_class")
 
@@ -202,6 +206,17 @@ async def aclose(client: aioredis.Redis) -> None:
     manager = getattr(client.connection_pool, "sentinel_manager", None)
     for sentinel in getattr(manager, "sentinels", []):
         await sentinel.aclose()
+
+
+def away(error: BaseException) -> bool:
+    """Whether `error` says Redis cannot serve this now but will (lost, loading, or refusing writes for now),
+    rather than that it will never take the command."""
+    if isinstance(error, (*RETRIED, redis.ReadOnlyError, redis.exceptions.ClusterDownError,
+                          redis.exceptions.TryAgainError)):
+        return True
+    message = str(error)  # a pipeline's error reads "Command # 1 (...) of pipeline caused error: NOREPLICAS ..."
+    return isinstance(error, redis.ResponseError) and any(
+        message.startswith(code) or f"caused error: {code}" in message for code in REFUSED_FOR_NOW)
 
 
 def close(client: redis.Redis) -> None:

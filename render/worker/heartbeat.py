@@ -13,6 +13,7 @@ import redis
 
 from render.queue.keys import COUNTERS_KEY, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY, alive_key
 from render.queue.records import ALIVE_TTL_SECONDS, local_heartbeat_file, unhealthy_file
+from render.queue.redis_client import away
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1
@@ -56,6 +57,9 @@ async def beat_forever(connection: redis.Redis, name: str, busy: Callable[[], bo
     while True:
         try:
             await asyncio.to_thread(beat)
-        except redis.RedisError:
-            log.warning("heartbeat failed", exc_info=True)
+        except redis.RedisError as error:
+            if away(error):  # lost, or refusing writes for now: said once a second, without a trace
+                log.warning("heartbeat failed: %s", error)
+            else:
+                log.warning("heartbeat failed", exc_info=True)
         await asyncio.sleep(HEARTBEAT_SECONDS)

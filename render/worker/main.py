@@ -17,10 +17,10 @@ import orjson
 import redis
 
 from render.contract.options import TakeOptions
-from render.contract.wire import JobRequest
+from render.contract.wire import JobRequest, JobResult
 from render.queue import async_jobs, lanes
 from render.queue.keys import lane_key
-from render.queue.redis_client import RedisTarget, replicas_have
+from render.queue.redis_client import RedisTarget, away, replicas_have
 from render.settings import RenderSettings
 from render.worker.runtime import Work, WorkerRuntime
 from storage import StorageSettings, open_storage
@@ -45,7 +45,8 @@ class CaptureWorker:
     """Takes jobs from its lanes (render.queue.lanes) one at a time and serves them on the warm runtime: a
     job whose client waits is rendered and published on its reply channel; an async job is also finished
     (quota, record, webhook). The first SIGTERM/SIGINT stops the worker once the job in hand is done (at
-    once when idle); a second one stops it now."""
+    once when idle); a second one stops it now. Redis away (lost, or its primary refusing writes for now, as
+    NOREPLICAS) never ends the worker: what it could not write is kept and written before its next job."""
 
     def __init__(self, connection: redis.Redis, runtime: WorkerRuntime, lanes_served: list[str], name: str,
                  interactive_reserve: float = 0.0) -> None:
@@ -57,6 +58,8 @@ class CaptureWorker:
         self._stopping = False
         self._serving = False
         self._undone: list[lanes.Taken] = []  # served, but Redis was away when they were to leave the lane
+        # Async jobs rendered whose outcome Redis would not take yet (lost, or refusing writes)
+        self._unfinished: list[tuple[lanes.Taken, JobRequest, JobResult]] = []
 
     def work(self, burst: bool = False) -> None:
         """Serve until stopped (burst: until the lanes are empty)."""
@@ -64,6 +67,8 @@ class CaptureWorker:
         try:
             while not self._stopping:
                 try:
+                    while self._unfinished:
+                        self._finish_later(*self._unfinished[0])
                     while self._undone:
                         lanes.done(self.connection, self.name, self._undone[0])
                         self._undone.pop(0)
@@ -76,8 +81,11 @@ class CaptureWorker:
                         return
                     if taken:
                         self._serve(taken[0])
-                except (redis.ConnectionError, redis.TimeoutError) as error:
-                    log.warning("worker %s lost Redis (%s); retrying in %s s", self.name, error, RECONNECT_SECONDS)
+                except redis.RedisError as error:
+                    if not away(error):
+                        raise
+                    log.warning("worker %s: Redis cannot serve it now (%s); retrying in %s s", self.name, error,
+                                RECONNECT_SECONDS)
                     time.sleep(RECONNECT_SECONDS)
         except _Stop:
             pass
@@ -113,19 +121,46 @@ class CaptureWorker:
                 log.info("job %s was cancelled before it started; dropped", taken.reference)
                 self._leave(taken)
                 return
+            if taken.kind == lanes.ASYNC:
+                # Time spent waiting in the lane is not the capture's: its timeout starts now.
+                job = replace(job, deadline=time.time() + job.timeout)
+                self._finish(taken, job, self.runtime.handle(job))
+                return
             try:
-                if taken.kind == lanes.ASYNC:
-                    # Time spent waiting in the lane is not the capture's: its timeout starts now.
-                    job = replace(job, deadline=time.time() + job.timeout)
-                    async_jobs.finish(self.connection, job, self.runtime.handle(job), self.runtime.settings.job_secret)
-                    replicas_have(self.connection)  # its outcome and webhook survive a failover
-                else:
-                    self.runtime.handle(job)  # published on the waiting API's reply channel
-            except Exception:  # Redis lost while finishing: the waiting API or the sweep of orphans answers
+                self.runtime.handle(job)  # published on the waiting API's reply channel
+            except Exception:  # Redis lost while publishing: the waiting API answers (retryable)
                 log.exception("worker %s could not finish job %s", self.name, job.reference)
             self._leave(taken)
         finally:
             self._serving = False
+
+    def _finish(self, taken: lanes.Taken, job: JobRequest, result: JobResult, again: bool = False) -> None:
+        """An async job's outcome written (quota, record, webhook), then its entry off the lane. When Redis will
+        not take it now, it is kept and written before the next job (the loop retries), so a render is never
+        lost nor done again for a refused write."""
+        try:
+            async_jobs.finish(self.connection, job, result, self.runtime.settings.job_secret)
+            replicas_have(self.connection)  # its outcome and webhook survive a failover
+        except Exception as error:
+            if isinstance(error, redis.RedisError) and away(error):
+                if not again:
+                    log.warning("worker %s could not finish job %s now; keeps its outcome and tries again",
+                                self.name, job.reference)
+                self._unfinished.append((taken, job, result))
+                raise
+            log.exception("worker %s could not finish job %s", self.name, job.reference)
+        self._leave(taken)
+
+    def _finish_later(self, taken: lanes.Taken, job: JobRequest, result: JobResult) -> None:
+        """`_finish` once Redis is back: unless the sweep took the job back meanwhile (this worker's heartbeat
+        was missing past SCREENSHOT_WORKER_GRACE), whose new worker then renders and finishes it once."""
+        held = lanes.held(self.connection, taken.lane, taken.entry, self.name)
+        self._unfinished.pop(0)
+        if held:
+            self._finish(taken, job, result, again=True)
+        else:
+            log.warning("job %s was taken back from worker %s while Redis was away; left to its new worker",
+                        job.reference, self.name)
 
     def _leave(self, taken: lanes.Taken) -> None:
         """The entry off its lane; retried before the next job when Redis is away now."""

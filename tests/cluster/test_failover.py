@@ -26,6 +26,7 @@ import httpx
 import pytest
 import redis
 
+from render.queue.keys import job_key
 from render.queue.redis_client import RedisTarget, aclose, close
 from service.organisations import OrganisationStore
 from tests.conftest import Org
@@ -253,3 +254,49 @@ def test_an_interrupted_read_does_not_hand_its_late_reply_to_the_next_command(de
     finally:
         close(other)
         close(client)
+
+
+def test_a_primary_refusing_writes_while_a_job_finishes_loses_nothing(
+        deployment: Deployment, service: RunningService, org: Org, site: Site) -> None:
+    """The primary refuses writes (NOREPLICAS: fewer good replicas than min-replicas-to-write, as when its
+    replicas lag past min-replicas-max-lag on a busy machine) just as an async job's capture is done. Once it
+    takes writes again the job ends once, charged once, told its webhook once, and the workers serve on."""
+    primary = redis.Redis(port=deployment.primary(), password=PASSWORD, socket_timeout=5)
+    params = {"access_key": org.access_key, "viewport_width": "200", "viewport_height": "100", "timeout": "20"}
+    with Receiver() as receiver, httpx.Client(base_url=service.url, timeout=60) as http:
+        before = http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"]
+        slow = f"/slow?ms=2500&n={time.monotonic_ns()}"
+        accepted = http.get("/v1/screenshot/take", params={
+            **params, "url": site.url(slow), "async": "true", "webhook_url": receiver.url("/refused"),
+            "webhook_errors": "true"})
+        assert accepted.status_code == 202, accepted.text
+        reference = accepted.json()["reference"]
+        wait_for(lambda: slow.split("?")[1] in site.queries_to("/slow"), 30, "the job's page asked for")
+        primary.config_set("min-replicas-to-write", "3")  # two replicas: every write is refused
+        try:
+            with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+                primary.set("test:refused", "1")
+            assert service.log is not None
+            log = Path(service.log.name)
+            wait_for(lambda: f"could not finish job {reference}" in log.read_text(), 30,
+                     "the worker refused as it finishes the job")
+            time.sleep(2)  # a few retries refused too
+            assert primary.hget(job_key(reference), "status") == b"rendering"
+            refused = http.get("/v1/screenshot/take", params={**params, "url": site.url("/colours.html")})
+            assert refused.status_code == 503 and refused.json()["error_code"] == "temporary_unavailable", \
+                refused.text
+        finally:
+            primary.config_set("min-replicas-to-write", "1")
+        wait_for(lambda: receiver.to("/refused"), 60, "the job's webhook")
+        time.sleep(2)  # a second delivery would come by now
+        deliveries = receiver.to("/refused")
+        assert [d.headers["content-type"] for d in deliveries] == ["image/png"], deliveries
+        assert deliveries[0].headers["x-service-reference"] == reference
+        status = http.get(f"/v1/screenshot/jobs/{reference}", params={"access_key": org.access_key}).json()
+        assert status["status"] == "done", status
+        after = http.get("/v1/screenshot/take", params={**params, "url": site.url("/colours.html")})
+        assert after.status_code == 200, after.text  # the worker served on
+        assert service.processes["worker0"].poll() is None
+        usage = http.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()
+        assert usage["used"] == before + 2  # the job once, the capture after
+        assert usage["concurrency"]["remaining"] == CONCURRENCY

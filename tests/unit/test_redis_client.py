@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import redis.connection
+import redis.exceptions
 
-from render.queue.redis_client import RedisTarget, parse_sentinels
+from render.queue.redis_client import RedisTarget, away, parse_sentinels
 from service.settings import ServiceSettings, SettingsError, load_settings
 
 
@@ -66,3 +67,22 @@ def test_the_retry_window_is_the_setting_s(monkeypatch: pytest.MonkeyPatch) -> N
     assert target.retry_seconds == 2.5
     assert target.sync().connection_pool.connection_kwargs["retry"].seconds == 2.5
     assert target.asyncio().connection_pool.connection_kwargs["retry"].seconds == 2.5
+
+
+@pytest.mark.parametrize(("error", "for_now"), [
+    (redis.ConnectionError("Connection refused"), True),
+    (redis.TimeoutError("Timeout reading from socket"), True),
+    (redis.ResponseError("NOREPLICAS Not enough good replicas to write."), True),
+    (redis.ResponseError("NOREPLICAS Not enough good replicas to write. script: 0528c7, on @user_script:2."), True),
+    (redis.ResponseError("Command # 1 (SET alive:w 1 EX 3) of pipeline caused error: NOREPLICAS Not enough good "
+                         "replicas to write."), True),
+    (redis.ReadOnlyError("You can't write against a read only replica."), True),
+    (redis.exceptions.MasterDownError("Link with MASTER is down and replica-serve-stale-data is set to 'no'."), True),
+    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), True),
+    (redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), False),
+    (redis.ResponseError("ERR Error running script: attempt to compare nil with number"), False),
+    (redis.AuthenticationError("invalid password"), True),  # a ConnectionError: a worker waits for the right one
+])
+def test_away_tells_a_redis_that_cannot_serve_now_from_a_command_it_never_takes(error: redis.RedisError,
+                                                                               for_now: bool) -> None:
+    assert away(error) is for_now
