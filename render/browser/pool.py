@@ -21,6 +21,7 @@ from render.browser.chromium import Chromium
 from render.browser.supervisor import Supervisor
 from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab, bring_to_front, open_page, open_tab
 from render.browser.wiping import wiped
+from render.net.egress import EgressProxy
 from render.settings import RenderSettings
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,10 @@ TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one 
 class TabPool:
     """Hands out clean tabs on one supervised Chromium, one job at a time."""
 
-    def __init__(self, settings: RenderSettings, proxy_url: str | None = None) -> None:
+    def __init__(self, settings: RenderSettings, egress: EgressProxy | None = None) -> None:
         self.settings = settings
-        self.chromium = Chromium(settings, proxy_url)
+        self.egress = egress  # every connection goes through it, each context through a listener of its own
+        self.chromium = Chromium(settings, egress.url if egress is not None else None)
         self.supervisor = Supervisor(self.chromium, restart_after=settings.jobs_per_browser)
         self._prepared: asyncio.Task[Tab] | None = None
         # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
@@ -60,7 +62,7 @@ class TabPool:
         return self.chromium.browser
 
     async def _new_tab(self) -> Tab:
-        return await open_tab(await self._browser(), self.chromium.version)
+        return await open_tab(await self._browser(), self.chromium.version, self.egress)
 
     async def _new_page(self, context: BrowserContext) -> Tab:
         return await open_page(context, self.chromium.version)

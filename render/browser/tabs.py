@@ -22,6 +22,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from render.browser.client_hints import user_agent_override
 from render.contract.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, Viewport, desktop_user_agent
+from render.net.egress import EgressProxy, Listener
 
 log = logging.getLogger(__name__)
 NO_SERVICE_WORKERS = "delete Navigator.prototype.serviceWorker;"
@@ -65,6 +66,9 @@ class Tab:
     # by name. A job switches on the ones it wants; all are switched off when it is over, so they do not
     # make the page dirty.
     helpers: dict[str, PageHelper] = field(default_factory=dict)
+    # The context's own listener on the egress proxy (its proxy server), closed with it: what the context's
+    # pages send while another context's job runs is refused there (render.net.egress).
+    listener: Listener | None = None
     _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
 
     def paused(self, event: dict[str, Any]) -> None:
@@ -108,6 +112,9 @@ class Tab:
             return False
         except Exception:  # the browser may already be gone; nothing left to free then
             log.debug("context close failed", exc_info=True)
+        finally:
+            if self.listener is not None:
+                await self.listener.close()
         return True
 
 
@@ -133,24 +140,36 @@ def _page_opened(context: BrowserContext) -> None:
         _front.pop(context.browser, None)
 
 
-async def open_tab(browser: Browser, chrome_version: str) -> Tab:
-    """A new context at the default viewport, with one page in it."""
+async def open_tab(browser: Browser, chrome_version: str, egress: EgressProxy | None = None) -> Tab:
+    """A new context at the default viewport, with one page in it; with `egress`, the context goes out through a
+    listener of its own (loopback included: Playwright adds `<-loopback>` to a context's bypass list)."""
     major = chrome_version.split(".")[0]
-    context = await browser.new_context(
-        viewport={"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT},
-        user_agent=desktop_user_agent(major),
-        service_workers="block",
-        accept_downloads=False,
-    )
+    listener = await egress.open_listener() if egress is not None else None
+    try:
+        context = await browser.new_context(
+            viewport={"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT},
+            user_agent=desktop_user_agent(major),
+            service_workers="block",
+            accept_downloads=False,
+            **({"proxy": {"server": listener.url}} if listener is not None else {}),  # type: ignore[arg-type]
+        )
+    except BaseException:
+        if listener is not None:
+            await listener.close()
+        raise
     context.on("page", lambda _page: _page_opened(context))
     try:
         # service_workers="block" alone still lets a page register one (seen with Chromium 156):
         # the API is removed from every frame before any page script runs.
         await context.add_init_script(NO_SERVICE_WORKERS)
-        return await open_page(context, chrome_version)
+        tab = await open_page(context, chrome_version)
     except BaseException:
         await context.close()
+        if listener is not None:
+            await listener.close()
         raise
+    tab.listener = listener
+    return tab
 
 
 async def open_page(context: BrowserContext, chrome_version: str) -> Tab:

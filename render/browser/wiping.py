@@ -56,6 +56,7 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             if tab.dirty:
                 await tab.page.close()
                 kept = await new_page(tab.context)
+                kept.listener = tab.listener  # the context's
             kept.held_origins = held
             # Independent of one another: sent together.
             await asyncio.gather(

@@ -156,7 +156,7 @@ async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tupl
     check_gpu(options)
     options = request_context.without_url_credentials(options)
     if env.egress is not None:
-        env.egress.begin_job(await loading.upstream(options, env.policy))
+        env.egress.begin_job(await loading.upstream(options, env.policy), tab.listener)
     # Fetched first: a watermark that cannot be had fails the job before any rendering.
     picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
         options.watermark_image_url) else None

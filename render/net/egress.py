@@ -11,6 +11,13 @@ host, so no request can ride on a connection opened for another. A connection be
 was running when it was opened: `begin_job` closes every connection of the previous job, so nothing
 Chromium keeps open (a TLS tunnel, a kept-alive socket) carries one job's traffic past the next job's
 bookkeeping or through the previous job's upstream proxy.
+
+Each browser context has a listener of its own (`open_listener`, the context's proxy): only the listener of
+the context the job runs in, and the browser-wide one (the worker's own uploads), serve. A request a
+context's earlier page still makes (a `keepalive` fetch sent as it unloaded, which Chromium sends again on a
+new connection when `begin_job` closes its first one, and the redirects it follows) arrives on that
+context's listener and is refused while another context's job runs: it can never leave through another
+job's upstream proxy, nor count as another job's traffic.
 """
 
 from __future__ import annotations
@@ -26,6 +33,26 @@ from render.net.traffic import JobTraffic, Refusal, Upstream
 log = logging.getLogger(__name__)
 
 
+class Listener:
+    """One browser context's way out: a loopback port of the egress proxy (the context's proxy server)."""
+
+    def __init__(self, proxy: EgressProxy) -> None:
+        self._proxy = proxy
+        self._server: asyncio.Server | None = None
+        self.url = ""  # http://127.0.0.1:<port>, once opened (EgressProxy.open_listener)
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(
+            lambda reader, writer: self._proxy._serve(reader, writer, self), "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def close(self) -> None:
+        """No new connection; those open end with their job (`begin_job`) or the proxy."""
+        if self._server is not None:
+            self._server.close()
+            self._proxy._listeners.discard(self)
+
+
 class EgressProxy:
     """An HTTP proxy on loopback that enforces the network policy for one worker's browser."""
 
@@ -33,6 +60,9 @@ class EgressProxy:
         self.policy = policy
         self._job = JobTraffic()
         self._server: asyncio.Server | None = None
+        self._listeners: set[Listener] = set()  # the browser contexts' own (open_listener)
+        self._serving: Listener | None = None  # the listener of the current job's context, besides the browser-wide one
+        self.refused_elsewhere = 0  # connections refused on a context's listener while another context's job ran
         # Open client connections and the job each belongs to. asyncio holds a connection's task only
         # weakly: an idle one could be garbage-collected mid-await; held here until it ends.
         self._connections: dict[asyncio.Task[None], JobTraffic] = {}
@@ -51,12 +81,21 @@ class EgressProxy:
     def upstream(self) -> Upstream | None:
         return self._job.upstream
 
-    def begin_job(self, upstream: Upstream | None) -> None:
-        """A new job starts with its own upstream and bookkeeping; every connection still open from
-        the previous job is closed (Chromium opens new ones, which this job then checks and records)."""
+    def begin_job(self, upstream: Upstream | None, listener: Listener | None = None) -> None:
+        """A new job starts with its own upstream and bookkeeping, in the context whose `listener` is given;
+        every connection still open from the previous job is closed (Chromium opens new ones, which this job
+        then checks and records if they come through its context's listener, and refuses otherwise)."""
         for connection in list(self._connections):
             connection.cancel()
         self._job = JobTraffic(upstream)
+        self._serving = listener
+
+    async def open_listener(self) -> Listener:
+        """A listener for a new browser context (given as its proxy server), serving only that context's jobs."""
+        listener = Listener(self)
+        await listener._start()
+        self._listeners.add(listener)
+        return listener
 
     @property
     def url(self) -> str:
@@ -67,6 +106,8 @@ class EgressProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
 
     async def close(self) -> None:
+        for listener in list(self._listeners):
+            await listener.close()
         if self._server is not None:
             self._server.close()
             for connection in list(self._connections):
@@ -74,7 +115,13 @@ class EgressProxy:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     listener: Listener | None = None) -> None:
+        if listener is not None and listener is not self._serving:  # another context's job runs now
+            self.refused_elsewhere += 1
+            log.debug("egress: a connection on the listener of a context whose job is over was refused")
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         job = self._job

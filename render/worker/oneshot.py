@@ -17,7 +17,7 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
     policy = NetworkPolicy.from_settings(settings)
     egress = EgressProxy(policy)
     await egress.start()
-    tabs = TabPool(settings, egress.url)
+    tabs = TabPool(settings, egress)
     try:
         tab = await tabs.acquire()
         try:

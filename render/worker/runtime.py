@@ -73,7 +73,7 @@ class WorkerRuntime:
         # upstream proxies all apply there.
         self.egress = EgressProxy(self.policy)
         self.loop.run_until_complete(self.egress.start())
-        self.tabs = TabPool(settings, self.egress.url)
+        self.tabs = TabPool(settings, self.egress)
         self.lists = FilterLists()  # ad and tracker lists, loaded on first use
         self.finisher = Finisher(settings, storage, connection, self.policy, self.loop, self.egress.url)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +147,46 @@ def test_proxy_bypass_hosts_are_reached_directly_and_still_under_the_policy(
     assert refused.status_code >= 400 and len(site.requests_to("/colours.html")) == before
     malformed = take(isolated_http, isolated_org, target, proxy=proxy, proxy_bypass_hosts="exa mple.com")
     assert malformed.status_code == 400 and malformed.json()["error_details"][0]["field"] == "proxy_bypass_hosts"
+
+
+def _answer_late_then_redirect(query: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str, str]]:
+    time.sleep(2)
+    return 302, "text/plain", b"", {"Location": f"http://{SITE_HOST}:{query['port'][0]}/collect?from=first-job"}
+
+
+# A page that, as it unloads, sends a keepalive request (which outlives the page) to an answer that comes late.
+UNLOADS_WITH_A_KEEPALIVE_REQUEST = """<html><body>the first job's page<script>
+addEventListener('pagehide', () => fetch('/late-redirect?port=%d', {keepalive: true, mode: 'no-cors'}));
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def one_worker(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """One worker: both organisations' jobs run in the one browser, one after the other."""
+    with running_service(redis_url.rsplit("/", 1)[0] + "/4", tmp_path_factory.mktemp("one-worker"), workers=1,
+                         SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false",
+                         SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_HOST}/32,{PROXY_HOST}/32") as running:
+        yield running
+
+
+def test_what_a_page_sends_after_its_job_never_leaves_through_the_next_jobs_proxy(
+        one_worker: RunningService, make_org_in, target: Site, proxies: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """A page's keepalive request outlives its job; when the next job (another organisation's, on its own upstream
+    proxy) began, the egress closed its connection and Chromium sent it again on a new one: that went out through
+    the next job's proxy, and so did the redirect it followed (organisation A's traffic through B's proxy and
+    its credentials). Each context now has its own egress listener, which refuses while another context's job
+    runs."""
+    target.server.routes["/late-redirect"] = _answer_late_then_redirect
+    target.server.routes["/unloads.html"] = lambda query: (
+        200, "text/html", (UNLOADS_WITH_A_KEEPALIVE_REQUEST % target.port).encode())
+    database = one_worker.redis_url.rsplit("/", 1)[0] + "/4"
+    first, second = make_org_in(database), make_org_in(database)
+    with httpx.Client(base_url=one_worker.url, timeout=60) as http:
+        assert take(http, first, target, url=target.url("/unloads.html")).status_code == 200
+        proxied = take(http, second, target, url=target.url("/slow?ms=4000"), proxy=f"http://{PROXY_HOST}:{proxies[0]}/")
+        assert proxied.status_code == 200, proxied.text
+    assert "tinyproxy-test" in target.requests_to("/slow")[-1].get("via", "")  # the second job's page: its proxy
+    wait_for(lambda: target.requests_to("/late-redirect"), 10, "the first job's keepalive request")
+    time.sleep(3)  # its late answer, and any request sent again, have had their time
+    late = target.requests_to("/late-redirect") + target.requests_to("/collect")
+    assert [request.get("via", "") for request in late] == [""] * len(late), late

@@ -114,8 +114,8 @@ class Rig:
     def url(self, host: str, path: str = "/") -> str:
         return f"http://{host}:{self.port}{path}"
 
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        host, port = self.proxy.url.removeprefix("http://").split(":")
+    async def connect(self, url: str | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        host, port = (url or self.proxy.url).removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         self.clients.append(writer)
         return reader, writer
@@ -316,6 +316,30 @@ def test_kept_alive_plain_connections_are_closed_at_the_next_job_too() -> None:
         await read_response(reader)
         rig.proxy.begin_job(None)
         assert await closed(reader)
+    run(test)
+
+
+def test_a_context_s_listener_serves_only_while_a_job_runs_in_that_context() -> None:
+    async def test(rig: Rig) -> None:
+        first, second = await rig.proxy.open_listener(), await rig.proxy.open_listener()
+        rig.proxy.begin_job(None, first)
+        reader, writer = await rig.connect(first.url)
+        writer.write(get(rig.url("a.test", "/first-context")))
+        assert (await read_response(reader))[2] == b"a.test"
+        rig.proxy.begin_job(None, second)  # the next job, in another context
+        assert await closed(reader)
+        reader, writer = await rig.connect(first.url)  # what the first context's page sends again
+        writer.write(get(rig.url("a.test", "/sent-again")))
+        assert await closed(reader) and rig.proxy.refused_elsewhere == 1
+        assert [path for path, _, _ in rig.targets["a.test"].seen] == ["/first-context"]
+        assert rig.proxy.origins == set()  # nothing of it counts as the second job's
+        for url in (second.url, rig.proxy.url):  # the job's context, and the worker's own connections
+            reader, writer = await rig.connect(url)
+            writer.write(get(rig.url("b.test", "/second-job")))
+            assert (await read_response(reader))[2] == b"b.test"
+        await first.close()
+        with pytest.raises(ConnectionError):
+            await rig.connect(first.url)
     run(test)
 
 
