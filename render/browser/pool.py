@@ -7,12 +7,6 @@ each in its own context, since the fair hand-off serves organisations in turn. O
 page is not kept, reuse off) the job takes a spare tab in a fresh context, prepared in the background while the
 previous job ran; the spare is kept only while it can serve: with no kept page, or while jobs switch to
 organisations whose pages are not kept.
-
-The next job does not wait for the last job's page to be wiped when a page is ready for it: each context goes
-out through its own egress listener (render.net.egress), so what the page being wiped still sends meets no
-other job's policy or upstream. An organisation whose jobs come back to back (one worker serving it alone)
-gets a second page that way, one wiped while the other serves; the kept pages still number at most
-settings.kept_pages.
 """
 
 from __future__ import annotations
@@ -44,15 +38,10 @@ class TabPool:
         self.supervisor = Supervisor(self.chromium, restart_after=settings.jobs_per_browser)
         self._prepared: asyncio.Task[Tab] | None = None
         # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
-        self._warm: dict[str, list[Tab]] = {}
+        self._warm: dict[str, Tab] = {}
         self._releasing: asyncio.Future[None] | None = None
         self._release_held = asyncio.Event()  # release_soon's tab waits for it
-        self._release_overlaps = False  # the release in hand only wipes a page: the next job need not wait
-        self._last_release: asyncio.Future[None] | None = None  # releases run one after another, this one last
-        self._restart_next = False  # a restart that came due while a job ran: before the next one
-        self._waited_for_own = False  # the last job waited for the wipe of its organisation's only page
         self._switching = False  # the last job found no page kept for its organisation
-        self._released_owner: str | None = None  # whose page the release in hand wipes
         self._closed = False
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
         self.memory_reliefs = 0  # times Chromium was told to free its caches (settings.chromium_memory_mb)
@@ -84,19 +73,9 @@ class TabPool:
         written into it): a kept page's own about:blank keeps the origin of the page it unloaded, so the
         browser navigates it to about:blank anew (10-20 ms; a new page cost 130 ms)."""
         releasing, self._releasing = self._releasing, None
-        self._waited_for_own = False
         if releasing is not None:
             self.release_now()
-            # When a page is ready, the release runs on under this job: the page it wipes goes out through its
-            # own context's listener, which this job's start closes (render.net.egress).
-            if not (self._release_overlaps and owner is not None and self._ready_for(owner)):
-                self._waited_for_own = (self._release_overlaps and owner == self._released_owner
-                                        and not releasing.done())
-                await asyncio.gather(releasing, return_exceptions=True)
-        if self._restart_next:
-            self._restart_next = False
-            await self._settled()
-            await self.restart()
+            await asyncio.gather(releasing, return_exceptions=True)
         if self.supervisor.crashed():
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
@@ -108,19 +87,6 @@ class TabPool:
             await warm.page.goto("about:blank", timeout=TAB_TIMEOUT_SECONDS * 1000)
         return warm or await self._fresh_tab(spare=not self._keeps(owner))
 
-    def _ready_for(self, owner: str) -> bool:
-        """Whether a page is ready for `owner` without waiting: one kept for it, else a spare being made
-        when its only page is the one being wiped (then it gets a second page)."""
-        if self._warm.get(owner):
-            return True
-        return (owner == self._released_owner and self._prepared is not None and self._prepared.done()
-                and not self._prepared.cancelled() and self._prepared.exception() is None)
-
-    async def _settled(self) -> None:
-        """Wait for the releases still running (before a restart or closing)."""
-        if self._last_release is not None:
-            await asyncio.gather(self._last_release, return_exceptions=True)
-
     def _keeps(self, owner: str | None) -> bool:
         """Whether `owner`'s job runs on a page kept for its next job."""
         return owner is not None and self.settings.reuse_contexts
@@ -129,10 +95,7 @@ class TabPool:
         """The page kept for `owner`, if any (the others stay kept for their own organisations: they never share)."""
         if not self._warm:
             return None
-        pages = self._warm.get(owner, []) if owner is not None else []
-        tab = pages.pop(0) if pages else None
-        if owner is not None and not pages:
-            self._warm.pop(owner, None)
+        tab = self._warm.pop(owner, None) if owner is not None else None
         self._switching = tab is None
         if tab is None:
             return None
@@ -151,10 +114,9 @@ class TabPool:
         return tab
 
     def _spare_wanted(self) -> bool:
-        """Whether a spare tab may serve the next job: no page is kept, jobs switch to organisations whose
-        pages are not kept, or an organisation's job waited for the wipe of its only page (the spare becomes
-        its second)."""
-        return not self._warm or self._switching or self._waited_for_own
+        """Whether a spare tab may serve the next job: no page is kept, or jobs switch to organisations whose
+        pages are not kept."""
+        return not self._warm or self._switching
 
     async def _fresh_tab(self, *, spare: bool) -> Tab:
         """The spare tab, else a new one; with `spare`, the next spare starts being created meanwhile."""
@@ -184,11 +146,7 @@ class TabPool:
                       origins: Iterable[str] = ()) -> None:
         """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
         when due, and prepare a spare tab when one may serve."""
-        await self._release(tab, self.supervisor.job_done(healthy=healthy), owner, origins, overlapped=False)
-
-    async def _release(self, tab: Tab, restart_due: bool, owner: str | None, origins: Iterable[str], *,
-                       overlapped: bool) -> None:
-        """`release`; `overlapped`: the next job may be running meanwhile (then a restart waits for its end)."""
+        restart_due = self.supervisor.job_done(healthy=healthy)
         for helper in tab.helpers.values():
             helper.switch_off()
         # Measured while the page is wiped (the answer takes a round trip to Chromium).
@@ -200,18 +158,13 @@ class TabPool:
             kept = await wiped(tab, origins, self._new_page)
         if kept is not None:
             assert owner is not None
-            self._warm[owner] = [*self._warm.pop(owner, []), kept]  # the most recently served last
-            while sum(map(len, self._warm.values())) > self.settings.kept_pages:  # the least recently served go
-                oldest = next(iter(self._warm))
-                await self._warm[oldest].pop(0).close()
-                if not self._warm[oldest]:
-                    del self._warm[oldest]
+            self._warm[owner] = kept  # the most recently served last
+            while len(self._warm) > self.settings.kept_pages:  # the least recently served goes
+                await self._warm.pop(next(iter(self._warm))).close()
         elif not await tab.close():
             log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
             restart_due = True
-        if restart_due and overlapped:
-            self._restart_next = True  # not under the job now running
-        elif restart_due:
+        if restart_due:
             await self.restart()
         if measuring is not None:
             await self._relieve_memory(measuring, kept)
@@ -239,22 +192,12 @@ class TabPool:
         tab is asked for, whichever comes first: the clean-up (closing a context, wiping a page, preparing
         the spare) takes CPU the result's way out to the caller would otherwise share."""
         held = self._release_held = asyncio.Event()
-        restart_due = self.supervisor.job_done(healthy=healthy)
-        # Only a wipe of a page to keep may run under the next job: a new page (a job that changed its page) or
-        # a closed context would take the browser's foreground, a restart would end the job.
-        self._release_overlaps = (owner is not None and self._keeps(owner) and not restart_due and not tab.crashed
-                                  and not tab.credentials_used and not tab.dirty and tab.listener is not None)
-        self._released_owner = owner
-
-        previous = self._last_release
 
         async def when_let() -> None:
             await held.wait()
-            if previous is not None:  # one release at a time, in order
-                await asyncio.gather(previous, return_exceptions=True)
-            await self._release(tab, restart_due, owner, origins, overlapped=True)
+            await self.release(tab, healthy=healthy, owner=owner, origins=origins)
 
-        self._releasing = self._last_release = asyncio.ensure_future(when_let())
+        self._releasing = asyncio.ensure_future(when_let())
 
     def release_now(self) -> None:
         """Let the tab given to `release_soon` be cleaned up now (from the loop's thread)."""
@@ -262,9 +205,8 @@ class TabPool:
 
     async def _discard_warm(self) -> None:
         warm, self._warm = self._warm, {}
-        for pages in warm.values():
-            for tab in pages:
-                await tab.close()
+        for tab in warm.values():
+            await tab.close()
 
     def prepare(self) -> None:
         """Start creating the next tab in the background (no-op when one is being prepared)."""
@@ -310,6 +252,5 @@ class TabPool:
         if self._releasing is not None:
             self.release_now()
             await asyncio.gather(self._releasing, return_exceptions=True)
-        await self._settled()
         await self.restart()
         await self.chromium.close()

@@ -20,9 +20,6 @@ from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 REUSED = "screenshot_browser_contexts_reused_total"
-# Long enough for a job's page to be wiped and kept: a job that comes while it is wiped takes another page
-# that is ready (a spare, or another kept page) rather than wait (render.browser.pool).
-WIPED = 1.0
 # What a new page finds. Its history holds its first about:blank and the reader; a kept page's the
 # about:blank it was unloaded to and the reader: nothing of an earlier job's pages or pushed entries.
 EMPTY = {"cookie": "", "local": None, "caches": [], "indexeddb": [], "session": None, "name": "", "history": 2}
@@ -98,7 +95,6 @@ def test_a_worker_keeps_the_pages_of_the_last_two_organisations_only(  # type: i
         time.sleep(2)
         assert metric(http, REUSED) == reused + 2
         assert state_left(http, third, site) == EMPTY  # first's page goes: it was served least recently
-        time.sleep(WIPED)  # once third's page is kept (a job that came meanwhile would still find first's)
         assert state_left(http, first, site) == EMPTY
         time.sleep(2)
         assert metric(http, REUSED) == reused + 2, "the evicted page was not kept"
@@ -123,7 +119,6 @@ def test_a_blocking_job_leaves_its_page_kept_and_the_next_job_unblocked(  # type
         time.sleep(2)
         reused = metric(http, REUSED)
         assert take(("block_ads", "true")) == 0  # the kept page, blocking again
-        time.sleep(WIPED)
         assert take() == 1  # the kept page, its routes gone: the ad loads
         time.sleep(2)
         assert metric(http, REUSED) == reused + 2

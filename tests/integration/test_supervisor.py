@@ -18,7 +18,6 @@ from render.browser.tabs import open_page, open_tab
 from render.browser.trust import TrustStoreError
 from render.capture.pipeline import Environment, capture
 from render.contract.options import TakeOptions, parse_take_options
-from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.page.watch import watch
 from render.settings import RenderSettings
@@ -299,48 +298,3 @@ def test_a_page_watch_stops_listening_when_its_job_is_over(site: Site) -> None:
             await supervisor.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
-
-
-# A page that takes its time to unload, and then still sends a request that outlives it.
-SLOW_TO_UNLOAD = """<html><body>slow to unload<script>
-addEventListener('pagehide', () => {
-  const until = performance.now() + 1500;
-  while (performance.now() < until) {}
-  fetch('/after-unload', {keepalive: true, mode: 'no-cors'});
-});
-</script></body></html>"""
-
-
-def test_the_next_job_takes_a_ready_page_while_the_last_one_is_wiped(site: Site) -> None:
-    """Each context goes out through its own egress listener, so a job need not wait for the last job's page to
-    be wiped when a page is ready for it (here the spare); what the page being wiped sends is refused at its
-    listener, and the page is kept all the same: the organisation then has two, one wiped while the other
-    serves."""
-    site.server.routes["/slow-unload.html"] = lambda query: (200, "text/html", SLOW_TO_UNLOAD.encode())
-
-    async def main() -> None:
-        egress = EgressProxy(NetworkPolicy(allow_private=True))
-        await egress.start()
-        pool = TabPool(RenderSettings(), egress)
-        try:
-            first = await pool.acquire("org")
-            egress.begin_job(None, first.listener)
-            await first.page.goto(site.url("/slow-unload.html"))
-            pool.release_soon(first, owner="org")
-            await pool.probe()  # a spare is ready
-            pool.release_now()
-            second = await pool.acquire("org")
-            assert second is not first and first.page.url.endswith("/slow-unload.html")  # still unloading
-            egress.begin_job(None, second.listener)
-            await second.page.goto(site.url("/colours.html"))
-            pool.release_soon(second, owner="org")
-            pool.release_now()
-            third = await pool.acquire("org")  # the first page, wiped and kept meanwhile
-            assert third is first and first.page.url == "about:blank"
-            assert site.requests_to("/after-unload") == [] and egress.refused_elsewhere >= 1
-            pool.release_soon(third, owner="org")
-        finally:
-            await pool.close()
-            await egress.close()
-
-    asyncio.run(main())
