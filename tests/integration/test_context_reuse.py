@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.servers import RunningService, metric, redis_server, running_service, wait_for
+from tests.support.servers import (RunningService, listening_sockets, metric, redis_server, running_service,
+                                   wait_for)
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
@@ -98,6 +99,19 @@ def test_a_worker_keeps_the_pages_of_the_last_two_organisations_only(  # type: i
         assert state_left(http, first, site) == EMPTY
         time.sleep(2)
         assert metric(http, REUSED) == reused + 2, "the evicted page was not kept"
+
+
+def test_contexts_that_go_take_their_egress_listeners_with_them(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """Each context has its own listener on the egress proxy (render.net.egress): one organisation after another,
+    the contexts of those no longer kept are closed, and so are their listeners."""
+    worker = single.processes["worker0"].pid
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        for _ in range(8):
+            assert state_left(http, make_org_in(single.redis_url).access_key, site) == EMPTY
+        time.sleep(1)
+    # The browser-wide listener, the kept pages' (SCREENSHOT_KEPT_PAGES, 2) and a spare's, if one is prepared.
+    assert listening_sockets(worker) <= 4
 
 
 def test_a_blocking_job_leaves_its_page_kept_and_the_next_job_unblocked(  # type: ignore[no-untyped-def]

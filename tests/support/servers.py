@@ -74,6 +74,24 @@ def metric(http: httpx.Client, line_start: str) -> float:
     raise KeyError(line_start)
 
 
+def listening_sockets(pid: int) -> int:
+    """How many TCP sockets process `pid` listens on (its fds matched against /proc/net/tcp's LISTEN entries)."""
+    listening: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # TCP_LISTEN
+                    listening.add(fields[9])
+    owned = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                owned.add(target[len("socket:["):-1])
+    return len(owned & listening)
+
+
 def process_tree(root: int) -> list[int]:
     """`root` and every process below it, from /proc."""
     children: dict[int, list[int]] = {}
