@@ -15,8 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.servers import (RunningService, listening_sockets, metric, redis_server, running_service,
-                                   wait_for)
+from tests.support.servers import RunningService, listening_sockets, metric, redis_server, running_service, wait_for
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
