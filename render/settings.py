@@ -107,6 +107,12 @@ class RenderSettings(BaseSettings):
         "client waits for) while such captures keep coming (one within the last 10 s): batch work (async "
         "captures, bulk entries, monitor runs) may then occupy the rest only. At least one worker when there are "
         "two or more, never all of them. 0: batch may take every worker.")
+    pin_batch_work: bool = Field(
+        True, description="While the interactive reserve is in force (interactive captures keep coming), a worker "
+        "renders batch work (async captures, bulk entries, monitor runs) on the machine's CPUs but the reserve's "
+        "share of them (one at least, never all): the captures a client waits for keep those CPUs to themselves "
+        "(CPU affinity, which needs no privilege). Any other job, and batch work when no interactive capture "
+        "comes, runs on every CPU. Off: every job on every CPU.")
     kept_pages: int = Field(
         2, ge=1, le=16, description="With reuse_contexts, how many organisations' pages a worker keeps at once "
         "(the most recently served; each its own context). The fair hand-off serves organisations in turn, so "

@@ -96,11 +96,15 @@ local held_back = false
 
 -- Whether a worker may take batch work of `lane` now: always, unless interactive work came within the window,
 -- when batch may occupy the fleet but its reserve (the share, one worker at least, never the whole fleet).
-local function batch_allowed(lane)
-  if reserve_share <= 0 or redis.call('EXISTS', lane .. ':interactive-seen') == 0 then return true end
+-- The reserve of `lane` while interactive work comes (0: none in force).
+local function reserve_now(lane)
+  if reserve_share <= 0 or redis.call('EXISTS', lane .. ':interactive-seen') == 0 then return 0 end
   local now = tonumber(redis.call('TIME')[1])
   local fleet = redis.call('ZCOUNT', '{WORKERS_SEEN_KEY}', now - {FLEET_SEEN_SECONDS}, '+inf')
-  local reserve = math.min(math.max(1, math.floor(fleet * reserve_share)), fleet - 1)
+  return math.max(0, math.min(math.max(1, math.floor(fleet * reserve_share)), fleet - 1)), fleet
+end
+local function batch_allowed(lane)
+  local reserve, fleet = reserve_now(lane)
   return reserve <= 0 or num(redis.call('GET', lane .. ':running:{BATCH}')) < fleet - reserve
 end
 local BUCKETS = {{{", ".join(str(b) for b in QUEUE_WAIT_BUCKETS)}}}
@@ -149,7 +153,9 @@ local function pick(lane, class)
       end
       held(stream)
       if class == '{BATCH}' then redis.call('INCR', lane .. ':running:{BATCH}') end
-      return {{stream, entry[1], entry[2], waited(class, entry[1])}}
+      -- A batch job taken while the reserve is in force is told so (the worker keeps it off the reserve's CPUs).
+      local reserved = (class == '{BATCH}' and reserve_now(lane) > 0) and 1 or 0
+      return {{stream, entry[1], entry[2], waited(class, entry[1]), reserved}}
     end
     -- Counted as waiting but nothing to read (the data was lost): no longer ready, nor counted.
     redis.call('ZREM', ready, org)

@@ -91,6 +91,9 @@ class Taken:
     job: str  # JobRequest JSON
     job_class: str = INTERACTIVE
     waited: float = 0.0  # seconds between its offer and its hand-off
+    # A batch job taken while interactive work keeps coming (the reserve in force): the worker renders it off the
+    # CPUs kept for interactive work (render.worker.cpus).
+    reserved: bool = False
 
     @property
     def home(self) -> str:
@@ -105,10 +108,11 @@ class Taken:
 def _taken(reply: Any) -> Taken | None:
     if not reply or len(reply) < 4:
         return None
-    stream, entry, flat, waited = reply
+    stream, entry, flat, waited = reply[:4]
     values = {text(k): text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
     return Taken(text(stream), text(entry), values.get("kind", ""), values.get("reference", ""),
-                 values.get("job", ""), values.get("class", INTERACTIVE), float(text(waited)))
+                 values.get("job", ""), values.get("class", INTERACTIVE), float(text(waited)),
+                 len(reply) > 4 and int(reply[4]) == 1)
 
 
 def take(connection: redis.Redis, worker: str, lanes: list[str], block_seconds: float | None,

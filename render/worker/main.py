@@ -22,6 +22,7 @@ from render.queue import async_jobs, lanes
 from render.queue.keys import lane_key
 from render.queue.redis_client import RedisTarget, away, replicas_have
 from render.settings import RenderSettings
+from render.worker.cpus import CpuPinning
 from render.worker.runtime import Work, WorkerRuntime
 from storage import StorageSettings, open_storage
 
@@ -55,6 +56,7 @@ class CaptureWorker:
         self.lanes = lanes_served  # regions' lanes first, the common one last
         self.name = name
         self.interactive_reserve = interactive_reserve  # settings.interactive_reserve (render.queue.lanes.take)
+        self.cpus = CpuPinning(interactive_reserve, enabled=runtime.settings.pin_batch_work)
         self._stopping = False
         self._serving = False
         self._undone: list[lanes.Taken] = []  # served, but Redis was away when they were to leave the lane
@@ -112,6 +114,7 @@ class CaptureWorker:
                 log.error("worker %s dropped a malformed job from %s: %.200s", self.name, taken.lane, taken.job)
                 self._leave(taken)
                 return
+            self.cpus.for_job(reserved_batch=taken.reserved)
             started = lanes.start(self.connection, self.name, taken)
             if started == lanes.NOT_OWN:
                 log.warning("job %s was taken back from worker %s (it seemed gone); left to the worker it "

@@ -8,6 +8,8 @@ scenario), not asserted here: what is asserted is the order, which does not depe
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +18,10 @@ import httpx
 import pytest
 import redis
 
-from render.queue.keys import LANE_KEY
+from render.queue.keys import LANE_KEY, job_key
+from render.worker.cpus import batch_cpus
 from tests.conftest import Org
-from tests.support.servers import RunningService, metric, running_service, wait_for
+from tests.support.servers import RunningService, metric, process_tree, running_service, wait_for
 from tests.support.site import Site
 
 MAX_QUEUE = 30
@@ -104,3 +107,33 @@ def test_a_flood_past_its_share_neither_locks_out_nor_delays_another_organisatio
     assert log_text.count(f"organisation {noisy.id} is over its share") == 1, log_text[-3000:]
     wait_for(lambda: f"organisation {noisy.id} is back under its share" in Path(
         shared.log_path).read_text(errors="replace"), 30, "the API to say the flood is over")  # type: ignore[attr-defined]
+
+
+def _cpus_of_tree(pid: int) -> set[str]:
+    """Cpus_allowed_list of every thread of `pid` and of every process below it."""
+    found = set()
+    for process in process_tree(pid):
+        for task in Path(f"/proc/{process}/task").glob("*"):
+            with contextlib.suppress(OSError, IndexError):
+                found.add((task / "status").read_text().split("Cpus_allowed_list:")[1].split()[0])
+    return found
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs or more")
+def test_batch_work_keeps_off_the_reserve_s_cpus_while_clients_wait(
+        shared: RunningService, site: Site, make_org_in) -> None:  # type: ignore[no-untyped-def]
+    """SCREENSHOT_PIN_BATCH_WORK: an async capture taken while interactive captures come renders, its worker's
+    Chromium included, on the CPUs but the reserve's share (render.worker.cpus)."""
+    org = make_org_in(shared.redis_url, quota=100, concurrency=4)
+    batch = ",".join(str(cpu) for cpu in sorted(batch_cpus(frozenset(os.sched_getaffinity(0)), 0.25)))
+    connection = redis.Redis.from_url(shared.redis_url)
+    with httpx.Client(base_url=shared.url, timeout=120) as http:
+        assert take(http, org, site, "/colours.html").status_code == 200  # a client waited: the reserve is in force
+        accepted = take(http, org, site, f"/slow?ms=3000&n={time.monotonic_ns()}", **{"async": "true"})
+        reference = accepted.json()["reference"]
+        wait_for(lambda: connection.hget(job_key(reference), "status") == b"rendering", 30, "the job rendering")
+        worker = int((connection.hget(job_key(reference), "worker") or b"").decode().split(".")[-2])
+        seen = _cpus_of_tree(worker)
+        assert seen == {batch}, seen
+        wait_for(lambda: connection.hget(job_key(reference), "status") == b"done", 30, "the job done")
+    connection.close()

@@ -128,9 +128,10 @@ def test_while_interactive_work_comes_batch_leaves_a_worker_free_for_it(connecti
         offer(connection, f"batch-{n}", org="noisy", job_class=BATCH)
     offer(connection, "waiting", org="quiet", job_class=INTERACTIVE)  # a client's capture: the window opens
     [first] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25)
-    assert first.reference == "waiting"
+    assert first.reference == "waiting" and not first.reserved
     [second] = lanes.take(connection, "w2", [LANE_KEY], None, interactive_reserve=0.25)
     assert second.reference == "batch-0", "one worker for batch"
+    assert second.reserved, "taken while the reserve is in force: kept off its CPUs (render.worker.cpus)"
     lanes.done(connection, "w1", first)
     assert lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25) == [], "the other kept free"
     assert lanes.take(connection, "w1", [LANE_KEY], 0.05, interactive_reserve=0.25) == [], "held back, polled"
@@ -143,7 +144,7 @@ def test_while_interactive_work_comes_batch_leaves_a_worker_free_for_it(connecti
     assert fourth.reference == "batch-1"
     # No reserve asked for, or a fleet of one: batch takes any worker.
     [fifth] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0)
-    assert fifth.reference == "batch-2"
+    assert fifth.reference == "batch-2" and not fifth.reserved
     lanes.done(connection, "w1", fifth)
     lanes.done(connection, "w2", fourth)
     assert int(connection.get(f"{LANE_KEY}:running:{BATCH}") or 0) == 0
@@ -152,3 +153,4 @@ def test_while_interactive_work_comes_batch_leaves_a_worker_free_for_it(connecti
     offer(connection, "batch-4", org="noisy", job_class=BATCH)
     [alone] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25)
     assert alone.reference == "batch-3", "a lone worker is never held back"
+    assert not alone.reserved

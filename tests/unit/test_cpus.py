@@ -1,0 +1,58 @@
+"""Which CPUs batch work keeps to while the interactive reserve is in force (render/worker/cpus.py), and that the
+move reaches every thread of the process tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from render.worker.cpus import CpuPinning, batch_cpus
+
+
+@pytest.mark.parametrize(("cpus", "share", "batch"), [
+    ({0}, 0.25, {0}),  # one CPU: nothing to keep apart
+    ({0, 1}, 0.25, {1}),  # the default on 2 CPUs: one each
+    ({0, 1, 2, 3}, 0.25, {1, 2, 3}),
+    ({0, 1, 2, 3, 4, 5, 6, 7}, 0.5, {4, 5, 6, 7}),
+    ({2, 5, 7}, 0.9, {7}),  # never all of them: batch keeps one
+    ({0, 1, 2, 3}, 0.0, {0, 1, 2, 3}),  # no reserve
+])
+def test_batch_work_keeps_off_the_reserve_s_share_of_the_cpus(cpus: set[int], share: float, batch: set[int]) -> None:
+    assert batch_cpus(frozenset(cpus), share) == frozenset(batch)
+
+
+def _allowed(pid: int) -> list[str]:
+    """Cpus_allowed_list of every thread of `pid`."""
+    return [(task / "status").read_text().split("Cpus_allowed_list:")[1].split()[0]
+            for task in Path(f"/proc/{pid}/task").iterdir()]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs or more")
+def test_the_whole_process_tree_moves_and_comes_back() -> None:
+    before = os.sched_getaffinity(0)
+    # A child with threads of its own, as Chromium's processes are.
+    script = ("import threading, time\n"
+              "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+              "print('up', flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "up"
+        pinning = CpuPinning(0.25)
+        batch = ",".join(str(cpu) for cpu in sorted(pinning.batch))
+        pinning.for_job(reserved_batch=True)
+        assert set(_allowed(child.pid)) == {batch} and set(_allowed(os.getpid())) == {batch}
+        pinning.for_job(reserved_batch=True)  # already there: nothing moved
+        assert pinning.moves == 1
+        pinning.for_job(reserved_batch=False)
+        assert os.sched_getaffinity(child.pid) == before and os.sched_getaffinity(0) == before
+        assert len(set(_allowed(child.pid))) == 1 and pinning.moves == 2
+        assert not CpuPinning(0.25, enabled=False).batch < pinning.all  # off: batch on every CPU
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+        os.sched_setaffinity(0, before)
