@@ -25,6 +25,7 @@ import httpx
 import redis
 
 from render.browser.chromium import PAGE_SIZE
+from render.worker.cpus import process_tree  # noqa: F401 (tests import it from here)
 from storage.s3 import S3Storage
 from tests.support.pages.annoyances import TLS_HOSTS
 from tests.support.tls import authority
@@ -90,21 +91,6 @@ def listening_sockets(pid: int) -> int:
             if target.startswith("socket:["):
                 owned.add(target[len("socket:["):-1])
     return len(owned & listening)
-
-
-def process_tree(root: int) -> list[int]:
-    """`root` and every process below it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [root], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def memory_kib(pid: int, field: str) -> int:
