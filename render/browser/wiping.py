@@ -25,6 +25,9 @@ FORGET_TAB_STATE = "() => { try { sessionStorage.clear(); } finally { if (window
 # The main frame forgets, then unloads its document (its scripts stop, its requests are cancelled).
 FORGET_AND_UNLOAD = ("() => { try { sessionStorage.clear(); } catch { /* an opaque origin has none */ } "
                      "window.name = ''; location.replace('about:blank'); }")
+# The tab's name again, in the about:blank it was unloaded to: the unloaded document's pagehide or unload handlers may
+# have named it after the forgetting above (the storage they wrote goes with the clearing of their origins).
+FORGET_NAME = "window.name = ''"
 # A kept context whose jobs reached more origins than this is closed rather than wiped origin by origin.
 MAX_HELD_ORIGINS = 200
 
@@ -60,7 +63,8 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             kept.held_origins = held
             # Independent of one another: sent together.
             await asyncio.gather(
-                *([kept.cdp.send("Page.resetNavigationHistory")] if kept is tab else []),
+                *([kept.cdp.send("Page.resetNavigationHistory"), kept.cdp.send("Runtime.evaluate", {
+                    "expression": FORGET_NAME})] if kept is tab else []),
                 *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
                   for origin in sorted(held)),
                 kept.cdp.send("Network.clearBrowserCache"), tab.context.clear_cookies(),

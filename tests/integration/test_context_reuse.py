@@ -64,6 +64,19 @@ def test_a_kept_context_carries_nothing_to_the_next_job(  # type: ignore[no-unty
         wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")
 
 
+def test_what_a_page_writes_as_it_is_left_does_not_reach_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """A page that writes its state again as it is left (pagehide, visibilitychange, unload, beforeunload) and from a
+    timer until its document is gone: the wipe comes after the last of it (render.browser.wiping)."""
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        for _ in range(5):
+            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/leaver.html"),
+                                                             "wait_for_selector": "#done"})
+            assert left.status_code == 200, left.text
+            assert state_left(http, key, site) == EMPTY
+
+
 def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-untyped-def]
         single: RunningService, site: Site, make_org_in) -> None:
     first, second = make_org_in(single.redis_url).access_key, make_org_in(single.redis_url).access_key

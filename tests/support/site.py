@@ -156,6 +156,19 @@ open.onsuccess = async () => {
   document.body.insertAdjacentHTML("beforeend", "<p id=done>written</p>");
 };
 </script></body></html>"""
+# The same state, written again as the page is left (pagehide, visibilitychange, unload, beforeunload) and by a timer
+# that runs until the document is gone: the wipe after the job must come after all of it.
+STATE_LEAVER = """<html><body><script>
+function leave() {
+  document.cookie = "leak=1; max-age=3600; path=/";
+  localStorage.setItem("leak", "1");
+  sessionStorage.setItem("leak", "1");
+  window.name = "leak";
+}
+for (const event of ["pagehide", "visibilitychange", "unload", "beforeunload"]) addEventListener(event, leave);
+setInterval(leave, 0);
+document.body.insertAdjacentHTML("beforeend", "<p id=done>leaving</p>");
+</script></body></html>"""
 STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.js"></script><script>
 (async () => {
   const found = {cookie: document.cookie, local: localStorage.getItem("leak"), caches: await caches.keys(),
@@ -297,6 +310,7 @@ ROUTES: dict[str, Handler] = {
     "/sdk.html": lambda q: _html(SDK_PAGE),
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
     "/state/writer.html": lambda q: _html(STATE_WRITER),
+    "/state/leaver.html": lambda q: _html(STATE_LEAVER),
     "/state/reader.html": lambda q: _html(STATE_READER),
     "/state/cached.js": lambda q: (200, "text/javascript", b"window.cached = true;",
                                    {"Cache-Control": "public, max-age=3600"}),
