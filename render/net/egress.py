@@ -17,7 +17,9 @@ the context the job runs in, and the browser-wide one (the worker's own uploads)
 context's earlier page still makes (a `keepalive` fetch sent as it unloaded, which Chromium sends again on a
 new connection when `begin_job` closes its first one, and the redirects it follows) arrives on that
 context's listener and is refused while another context's job runs: it can never leave through another
-job's upstream proxy, nor count as another job's traffic.
+job's upstream proxy, nor count as another job's traffic. And once a job is over (`end_job`), its context's
+listener serves no more until that context's next job begins: what its page asks for after its job (a beacon
+sent as it is left, whose answer would set a cookie after the page's wipe) is refused too.
 """
 
 from __future__ import annotations
@@ -63,9 +65,9 @@ class EgressProxy:
         self._listeners: set[Listener] = set()  # the browser contexts' own (open_listener)
         self._serving: Listener | None = None  # the listener of the current job's context, besides the browser-wide one
         self.refused_elsewhere = 0  # connections refused on a context's listener while another context's job ran
-        # Open client connections and the job each belongs to. asyncio holds a connection's task only
-        # weakly: an idle one could be garbage-collected mid-await; held here until it ends.
-        self._connections: dict[asyncio.Task[None], JobTraffic] = {}
+        # Open client connections and the listener each came through (None: the browser-wide one). asyncio holds a
+        # connection's task only weakly: an idle one could be garbage-collected mid-await; held here until it ends.
+        self._connections: dict[asyncio.Task[None], Listener | None] = {}
 
     @property
     def refusals(self) -> list[Refusal]:
@@ -89,6 +91,15 @@ class EgressProxy:
             connection.cancel()
         self._job = JobTraffic(upstream)
         self._serving = listener
+
+    def end_job(self) -> None:
+        """The job is over: its context's listener serves no more (until the context's next job begins) and every
+        connection opened through a context's listener is closed; the browser-wide one's (the worker's own
+        uploads) go on."""
+        self._serving = None
+        for connection, listener in list(self._connections.items()):
+            if listener is not None:
+                connection.cancel()
 
     async def open_listener(self) -> Listener:
         """A listener for a new browser context (given as its proxy server), serving only that context's jobs."""
@@ -125,7 +136,7 @@ class EgressProxy:
         task = asyncio.current_task()
         assert task is not None
         job = self._job
-        self._connections[task] = job
+        self._connections[task] = listener
         task.add_done_callback(lambda done: self._connections.pop(done, None))
         try:
             await ClientConnection(self.policy, job, reader, writer).serve()

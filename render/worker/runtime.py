@@ -205,6 +205,8 @@ class WorkerRuntime:
                 healthy = tab.context.browser is not None and tab.context.browser.is_connected()
             raise
         finally:
+            # The page's traffic ends with its job (render.net.egress): a beacon it sends as it is wiped is refused.
+            self.egress.end_job()
             # Every origin the job's browser reached went through the egress: their storage is wiped (with
             # every origin the context held before).
             self.tabs.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)

@@ -77,6 +77,25 @@ def test_what_a_page_writes_as_it_is_left_does_not_reach_the_next_job(  # type: 
             assert state_left(http, key, site) == EMPTY
 
 
+def test_what_a_page_asks_for_as_it_is_left_does_not_reach_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """A page that, as it is left, asks for a cookie whose answer comes after its job (an analytics beacon sent
+    with `keepalive`): the answer never reaches the page's context, not even during the organisation's next job."""
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        for _ in range(3):
+            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/beacon.html"),
+                                                             "wait_for_selector": "#done"})
+            assert left.status_code == 200, left.text
+            read = http.get("/v1/screenshot/take", params={
+                "access_key": key, "url": site.url("/state/late-reader.html"), "wait_for_selector": "#done",
+                "format": "html"})
+            assert read.status_code == 200, read.text
+            found = re.search(r'<pre id="state">(.*?)</pre>', read.text, re.S)
+            assert found, read.text[:500]
+            assert json.loads(html.unescape(found.group(1))) == {"cookie": ""}
+
+
 def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-untyped-def]
         single: RunningService, site: Site, make_org_in) -> None:
     first, second = make_org_in(single.redis_url).access_key, make_org_in(single.redis_url).access_key

@@ -154,9 +154,11 @@ def _answer_late_then_redirect(query: dict[str, list[str]]) -> tuple[int, str, b
     return 302, "text/plain", b"", {"Location": f"http://{SITE_HOST}:{query['port'][0]}/collect?from=first-job"}
 
 
-# A page that, as it unloads, sends a keepalive request (which outlives the page) to an answer that comes late.
+# A page that sends a keepalive request (which outlives the page) to an answer that comes late, once loaded and
+# again as it is left.
 UNLOADS_WITH_A_KEEPALIVE_REQUEST = """<html><body>the first job's page<script>
-addEventListener('pagehide', () => fetch('/late-redirect?port=%d', {keepalive: true, mode: 'no-cors'}));
+addEventListener('load', () => fetch('/late-redirect?when=loaded&port=%d', {keepalive: true, mode: 'no-cors'}));
+addEventListener('pagehide', () => fetch('/late-redirect?when=left&port=%d', {keepalive: true, mode: 'no-cors'}));
 </script></body></html>"""
 
 
@@ -171,22 +173,25 @@ def one_worker(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def test_what_a_page_sends_after_its_job_never_leaves_through_the_next_jobs_proxy(
         one_worker: RunningService, make_org_in, target: Site, proxies: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
-    """A page's keepalive request outlives its job; when the next job (another organisation's, on its own upstream
-    proxy) began, the egress closed its connection and Chromium sent it again on a new one: that went out through
-    the next job's proxy, and so did the redirect it followed (organisation A's traffic through B's proxy and
-    its credentials). Each context now has its own egress listener, which refuses while another context's job
-    runs."""
+    """A page's keepalive request, sent as the page is left after its job, outlived the job: when the next job
+    (another organisation's, on its own upstream proxy) began, the egress closed its connection and Chromium sent
+    it again on a new one, which went out through the next job's proxy, and so did the redirect it followed
+    (organisation A's traffic through B's proxy and its credentials). Each context now has its own egress
+    listener, serving only while a job of that context runs: the request is refused, and nothing of it leaves.
+    The page's keepalive request sent while its job runs goes out, directly (the control)."""
     target.server.routes["/late-redirect"] = _answer_late_then_redirect
     target.server.routes["/unloads.html"] = lambda query: (
-        200, "text/html", (UNLOADS_WITH_A_KEEPALIVE_REQUEST % target.port).encode())
+        200, "text/html", (UNLOADS_WITH_A_KEEPALIVE_REQUEST % (target.port, target.port)).encode())
     database = one_worker.redis_url.rsplit("/", 1)[0] + "/4"
     first, second = make_org_in(database), make_org_in(database)
     with httpx.Client(base_url=one_worker.url, timeout=60) as http:
-        assert take(http, first, target, url=target.url("/unloads.html")).status_code == 200
+        assert take(http, first, target, url=target.url("/unloads.html"), delay="3").status_code == 200
         proxied = take(http, second, target, url=target.url("/slow?ms=4000"), proxy=f"http://{PROXY_HOST}:{proxies[0]}/")
         assert proxied.status_code == 200, proxied.text
     assert "tinyproxy-test" in target.requests_to("/slow")[-1].get("via", "")  # the second job's page: its proxy
-    wait_for(lambda: target.requests_to("/late-redirect"), 10, "the first job's keepalive request")
-    time.sleep(3)  # its late answer, and any request sent again, have had their time
+    wait_for(lambda: target.queries_to("/collect"), 10, "the first job's request sent while it ran")
+    time.sleep(3)  # a late answer, and any request sent again, have had their time
+    assert [query.split("&")[0] for query in target.queries_to("/late-redirect")] == ["when=loaded"]
+    assert target.queries_to("/collect") == ["from=first-job"]
     late = target.requests_to("/late-redirect") + target.requests_to("/collect")
     assert [request.get("via", "") for request in late] == [""] * len(late), late

@@ -95,6 +95,11 @@ def _status(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     return code, "text/html", f"<html><body><h1>Status {code}</h1></body></html>".encode()
 
 
+def _late_cookie(query: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str, str]]:
+    time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
+    return 200, "text/plain", b"", {"Set-Cookie": "late=1; max-age=3600; path=/"}
+
+
 def _slow(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
     return _html("<html><body>slow</body></html>")
@@ -168,6 +173,18 @@ function leave() {
 for (const event of ["pagehide", "visibilitychange", "unload", "beforeunload"]) addEventListener(event, leave);
 setInterval(leave, 0);
 document.body.insertAdjacentHTML("beforeend", "<p id=done>leaving</p>");
+</script></body></html>"""
+# A page that, as it is left, asks for a cookie that comes 400 ms later (an analytics beacon), and one that reads its
+# cookies 1.5 s after it loads.
+STATE_BEACON = """<html><body><script>
+addEventListener("pagehide", () => fetch("/state/late-cookie?ms=400", {keepalive: true}));
+document.body.insertAdjacentHTML("beforeend", "<p id=done>loaded</p>");
+</script></body></html>"""
+STATE_LATE_READER = """<html><body><pre id="state"></pre><script>
+setTimeout(() => {
+  document.getElementById("state").textContent = JSON.stringify({cookie: document.cookie});
+  document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
+}, 1500);
 </script></body></html>"""
 STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.js"></script><script>
 (async () => {
@@ -311,6 +328,9 @@ ROUTES: dict[str, Handler] = {
     "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
     "/state/writer.html": lambda q: _html(STATE_WRITER),
     "/state/leaver.html": lambda q: _html(STATE_LEAVER),
+    "/state/beacon.html": lambda q: _html(STATE_BEACON),
+    "/state/late-reader.html": lambda q: _html(STATE_LATE_READER),
+    "/state/late-cookie": _late_cookie,
     "/state/reader.html": lambda q: _html(STATE_READER),
     "/state/cached.js": lambda q: (200, "text/javascript", b"window.cached = true;",
                                    {"Cache-Control": "public, max-age=3600"}),

@@ -343,6 +343,29 @@ def test_a_context_s_listener_serves_only_while_a_job_runs_in_that_context() -> 
     run(test)
 
 
+def test_a_context_s_listener_serves_no_more_once_its_job_is_over() -> None:
+    async def test(rig: Rig) -> None:
+        context = await rig.proxy.open_listener()
+        rig.proxy.begin_job(None, context)
+        page_reader, page_writer = await rig.connect(context.url)
+        page_writer.write(get(rig.url("a.test", "/during-the-job")))
+        assert (await read_response(page_reader))[2] == b"a.test"
+        upload_reader, upload_writer = await rig.connect()  # the worker's own, through the browser-wide listener
+        rig.proxy.end_job()
+        assert await closed(page_reader)  # the page's kept-alive connection
+        reader, writer = await rig.connect(context.url)  # a beacon the page sends as it is wiped
+        writer.write(get(rig.url("a.test", "/after-the-job")))
+        assert await closed(reader) and rig.proxy.refused_elsewhere == 1
+        upload_writer.write(get(rig.url("b.test", "/upload")))  # the worker's own connection goes on
+        assert (await read_response(upload_reader))[2] == b"b.test"
+        rig.proxy.begin_job(None, context)  # the context's next job
+        reader, writer = await rig.connect(context.url)
+        writer.write(get(rig.url("a.test", "/next-job")))
+        assert (await read_response(reader))[2] == b"a.test"
+        assert [path for path, _, _ in rig.targets["a.test"].seen] == ["/during-the-job", "/next-job"]
+    run(test)
+
+
 @pytest.mark.parametrize(("raw", "status"), [
     (b"GARBAGE\r\n\r\n", 400),
     (b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 400),  # origin-form: only absolute requests are proxied
