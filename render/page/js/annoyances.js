@@ -63,12 +63,18 @@
   const isDialog = (el) => el.matches('dialog[open], [role=dialog], [role=alertdialog], [aria-modal=true]');
   const visible = (el, box) => box.width >= 1 && box.height >= 1
     && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
-  // Whether the page shows `el` (or something inside it) at the middle of its visible part.
+  // Whether `outer` is `inner` or holds it, across shadow roots (a host holds what its shadow root draws).
+  const holds = (outer, inner) => {
+    for (let node = inner; node; node = node.parentNode || node.host) if (node === outer) return true;
+    return false;
+  };
+  // Whether the page shows `el` (or something inside it) at the middle of its visible part. Text slotted into
+  // a web component is its host's child: a shadow root's hit test on it gives the host.
   const onTop = (el, box) => {
     const x = Math.min(Math.max((box.left + box.right) / 2, 0), width - 1);
     const y = Math.min(Math.max((box.top + box.bottom) / 2, 0), height - 1);
     const hit = el.getRootNode().elementFromPoint(x, y);
-    return hit !== null && (el === hit || el.contains(hit) || hit.contains(el));
+    return hit !== null && (holds(el, hit) || holds(hit, el));
   };
   // Page content: a lot of text, the page's main content, or its navigation (a banner's own row of two or
   // three links in a <nav> is not).
