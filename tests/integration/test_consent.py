@@ -173,7 +173,8 @@ def test_what_only_looks_like_a_banner_stays(client: httpx.Client, org: Org, sit
     with ThreadPoolExecutor(2) as pool:
         with_option = pool.submit(image, client, org, url, full_page="true", **{option: "true"})
         without_option = pool.submit(image, client, org, url, full_page="true")
-        assert differing_pixels(with_option.result(), without_option.result()) == 0
+        taken, plain = with_option.result(), without_option.result()
+        assert differing_pixels(taken, plain) == 0, f"the look-alike changed: {differing_region(taken, plain)}"
 
 
 def consent_given(client: httpx.Client, org: Org, url: str, **params: object) -> str | None:
