@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import Org
 from tests.support.images import decode, near, rgb_at
 from tests.support.pages.motion import REVEAL_TOP
-from tests.support.plain import differing_pixels
+from tests.support.plain import differing_pixels, differing_region
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
@@ -36,7 +36,7 @@ def test_reduce_motion_leaves_the_page_still(client: httpx.Client, org: Org, sit
     # With it: the still page at once and a second later.
     for delay in (0, 1):
         reduced = decode(shot(client, org, moving, reduce_motion="true", delay=delay))
-        assert differing_pixels(reduced, reference) == 0, f"delay={delay}"
+        assert differing_pixels(reduced, reference) == 0, f"delay={delay}: {differing_region(reduced, reference)}"
 
 
 def test_reduce_motion_reaches_motion_started_by_scrolling(client: httpx.Client, org: Org, site: Site) -> None:
