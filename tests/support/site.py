@@ -20,6 +20,7 @@ from tests.support.pages import controls as control_pages
 from tests.support.pages import fidelity as fidelity_pages
 from tests.support.pages import hiding as hiding_pages
 from tests.support.pages import motion as motion_pages
+from tests.support.pages import state as state_pages
 from tests.support.pages import watch as watch_pages
 
 # Top half red, bottom half blue, at any viewport size.
@@ -95,11 +96,6 @@ def _status(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     return code, "text/html", f"<html><body><h1>Status {code}</h1></body></html>".encode()
 
 
-def _late_cookie(query: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str, str]]:
-    time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
-    return 200, "text/plain", b"", {"Set-Cookie": "late=1; max-age=3600; path=/"}
-
-
 def _slow(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
     return _html("<html><body>slow</body></html>")
@@ -141,69 +137,6 @@ BLOAT = """<html><body>bloat<script>
 window.hoard = Array.from({length: 15}, (_, i) => new Array(1e6).fill(i + 0.5));
 </script></body></html>"""
 NEVER_LOADS = """<html><body>loading forever<img src="/slow?ms=600000"></body></html>"""
-
-# State a page leaves in its browser context, for the tests of context reuse: the writer stores a cookie,
-# localStorage, IndexedDB and Cache API entries and loads a script the HTTP cache keeps for an hour; the
-# reader shows what it finds in <pre id="state"> and adds #done when it has looked.
-STATE_WRITER = """<html><body><script src="/state/cached.js"></script><script>
-document.cookie = "leak=1; max-age=3600; path=/";
-localStorage.setItem("leak", "1");
-sessionStorage.setItem("leak", "1");
-window.name = "leak";
-history.pushState({}, "", "#pushed");
-const open = indexedDB.open("leakdb", 1);
-open.onupgradeneeded = () => open.result.createObjectStore("s");
-open.onsuccess = async () => {
-  const tx = open.result.transaction("s", "readwrite");
-  tx.objectStore("s").put("1", "k");
-  await new Promise(done => tx.oncomplete = done);
-  await (await caches.open("leak")).put("/state/entry", new Response("1"));
-  document.body.insertAdjacentHTML("beforeend", "<p id=done>written</p>");
-};
-</script></body></html>"""
-# The same state, written again as the page is left (pagehide, visibilitychange, unload, beforeunload) and by a timer
-# that runs until the document is gone: the wipe after the job must come after all of it.
-STATE_LEAVER = """<html><body><script>
-function leave() {
-  document.cookie = "leak=1; max-age=3600; path=/";
-  localStorage.setItem("leak", "1");
-  sessionStorage.setItem("leak", "1");
-  window.name = "leak";
-}
-for (const event of ["pagehide", "visibilitychange", "unload", "beforeunload"]) addEventListener(event, leave);
-setInterval(leave, 0);
-document.body.insertAdjacentHTML("beforeend", "<p id=done>leaving</p>");
-</script></body></html>"""
-# A page that, as it is left, asks for a cookie that comes 400 ms later (an analytics beacon), and one that reads its
-# cookies 1.5 s after it loads.
-STATE_BEACON = """<html><body><script>
-addEventListener("pagehide", () => fetch("/state/late-cookie?ms=400", {keepalive: true}));
-document.body.insertAdjacentHTML("beforeend", "<p id=done>loaded</p>");
-</script></body></html>"""
-STATE_LATE_READER = """<html><body><pre id="state"></pre><script>
-setTimeout(() => {
-  document.getElementById("state").textContent = JSON.stringify({cookie: document.cookie});
-  document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
-}, 1500);
-</script></body></html>"""
-STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.js"></script><script>
-(async () => {
-  const found = {cookie: document.cookie, local: localStorage.getItem("leak"), caches: await caches.keys(),
-                 session: sessionStorage.getItem("leak"), name: window.name, history: history.length};
-  found.indexeddb = (await indexedDB.databases()).map(db => db.name);
-  document.getElementById("state").textContent = JSON.stringify(found);
-  document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
-})();
-</script></body></html>"""
-
-# What a page sees of the settings a capture can change (for reuse of a page between jobs).
-SETTINGS_PROBE = """<!DOCTYPE html><html><body><pre id="settings"></pre><script>
-document.getElementById("settings").textContent = JSON.stringify({
-  width: innerWidth, height: innerHeight, dpr: devicePixelRatio, touch: navigator.maxTouchPoints,
-  ua: navigator.userAgent, zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
-  dark: matchMedia("(prefers-color-scheme: dark)").matches, print: matchMedia("print").matches,
-  reducedMotion: matchMedia("(prefers-reduced-motion: reduce)").matches});
-</script></body></html>"""
 
 # Web components: an open shadow root with a slot, a closed one, a nested one, and shadow text that is not
 # rendered (include_shadow_dom).
@@ -325,15 +258,6 @@ ROUTES: dict[str, Handler] = {
     "/evidence/style.css": lambda q: (200, "text/css", b"body { color: #123456; }"),
     "/shadow.html": lambda q: _html(SHADOW),
     "/sdk.html": lambda q: _html(SDK_PAGE),
-    "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
-    "/state/writer.html": lambda q: _html(STATE_WRITER),
-    "/state/leaver.html": lambda q: _html(STATE_LEAVER),
-    "/state/beacon.html": lambda q: _html(STATE_BEACON),
-    "/state/late-reader.html": lambda q: _html(STATE_LATE_READER),
-    "/state/late-cookie": _late_cookie,
-    "/state/reader.html": lambda q: _html(STATE_READER),
-    "/state/cached.js": lambda q: (200, "text/javascript", b"window.cached = true;",
-                                   {"Cache-Control": "public, max-age=3600"}),
     "/loop": _loop,
     "/huge.html": lambda q: (200, "text/html", _huge()),
     "/memory-bomb.html": lambda q: _html(MEMORY_BOMB),
@@ -412,7 +336,7 @@ class Site:
         # This site's own table: some pages name the site's port.
         self.server.routes = {**ROUTES, **control_pages.pages(self.port), **annoyance_pages.routes(self.port),
                               **fidelity_pages.routes(), **consent_pages.routes(), **motion_pages.routes(),
-                              **watch_pages.routes(), **hiding_pages.routes()}
+                              **watch_pages.routes(), **hiding_pages.routes(), **state_pages.routes()}
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
