@@ -77,6 +77,20 @@ def test_what_a_page_writes_as_it_is_left_does_not_reach_the_next_job(  # type: 
             assert state_left(http, key, site) == EMPTY
 
 
+def test_what_a_page_s_workers_write_does_not_reach_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """A page whose shared and dedicated workers keep writing (IndexedDB databases every 5 ms): nothing of theirs
+    is there for the organisation's next job."""
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        for _ in range(3):
+            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/workers.html"),
+                                                             "wait_for_selector": "#done", "format": "html"})
+            assert left.status_code == 200, left.text
+            assert '<p id="done">dedicated,shared</p>' in left.text  # both were writing as the job ended
+            assert state_left(http, key, site) == EMPTY
+
+
 def test_what_a_page_asks_for_as_it_is_left_does_not_reach_the_next_job(  # type: ignore[no-untyped-def]
         single: RunningService, site: Site, make_org_in) -> None:
     """A page that, as it is left, asks for a cookie whose answer comes after its job (an analytics beacon sent

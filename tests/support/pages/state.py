@@ -80,8 +80,25 @@ def _late_cookie(query: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str
     return 200, "text/plain", b"", {"Set-Cookie": "late=1; max-age=3600; path=/"}
 
 
+# A page whose workers (a shared one and a dedicated one) keep opening IndexedDB databases every 5 ms, for as long as
+# they live; after 500 ms it says whose databases it finds (#done: "dedicated,shared").
+STATE_WORKERS = """<html><body><script>
+new SharedWorker("/state/opener.js?kind=shared");
+new Worker("/state/opener.js?kind=dedicated");
+setTimeout(async () => {
+  const kinds = new Set((await indexedDB.databases()).map(db => db.name.split("-")[1]));
+  document.body.insertAdjacentHTML("beforeend", `<p id=done>${[...kinds].sort().join(",")}</p>`);
+}, 500);
+</script></body></html>"""
+OPENER = b"""const kind = new URL(location.href).searchParams.get("kind");
+let n = 0;
+setInterval(() => indexedDB.open(`leak-${kind}-${n++}`), 5);"""
+
+
 def routes() -> dict[str, Any]:
     return {
+        "/state/workers.html": lambda q: _html(STATE_WORKERS),
+        "/state/opener.js": lambda q: (200, "text/javascript", OPENER),
         "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
         "/state/writer.html": lambda q: _html(STATE_WRITER),
         "/state/leaver.html": lambda q: _html(STATE_LEAVER),
