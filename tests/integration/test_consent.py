@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ import pytest
 import pyvips
 
 from render.browser.pool import TabPool
+from render.browser.tabs import Tab
 from render.contract.devices import Viewport
 from render.contract.options import TakeOptions
 from render.page import consent
@@ -219,6 +221,23 @@ def test_the_next_job_on_the_same_page_without_the_option_sees_the_banner(
         assert html.status_code == 200 and "<html" in html.text and "data-consent" not in html.text
 
 
+@asynccontextmanager
+async def loaded_with_the_option(url: str) -> AsyncIterator[tuple[Tab, Annoyances]]:
+    """A tab of the worker's own pool at the corpus's viewport, `url` loaded with block_cookie_banners installed
+    (autoconsent and the page side), for a race made exact step by step: the worker's look is the caller's."""
+    pool = TabPool(RenderSettings())
+    try:
+        tab = await pool.acquire()
+        await tab.cdp.send("Emulation.setDeviceMetricsOverride", Viewport(**VIEWPORT_SIZE).device_metrics())
+        annoyances = Annoyances(TakeOptions.model_validate({"url": url, "block_cookie_banners": True}),
+                                consent.rule_set())
+        await annoyances.install(tab)
+        await tab.page.goto(url)
+        yield tab, annoyances
+    finally:
+        await pool.close()
+
+
 def test_a_banner_refused_before_the_worker_hears_of_it_leaves_no_revisit_button(
         site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """The race a busy worker met (issue 50): autoconsent refuses osano's opt-out banner before the page has
@@ -241,22 +260,13 @@ def test_a_banner_refused_before_the_worker_hears_of_it_leaves_no_revisit_button
     monkeypatch.setattr(consent.Consent, "receive", busy_worker)
 
     async def main() -> tuple[bool, str]:
-        pool = TabPool(RenderSettings())
-        try:
-            tab = await pool.acquire()
-            await tab.cdp.send("Emulation.setDeviceMetricsOverride", Viewport(**VIEWPORT_SIZE).device_metrics())
-            annoyances = Annoyances(TakeOptions.model_validate({"url": url, "block_cookie_banners": True}),
-                                    consent.rule_set())
-            await annoyances.install(tab)
-            await tab.page.goto(url)
+        async with loaded_with_the_option(url) as (tab, annoyances):
             await tab.page.wait_for_function(REFUSED_OUT_OF_SIGHT, timeout=10_000)
             await annoyances.clear(tab, time.monotonic() + 10)
             heard = annoyances.consent is not None and annoyances.consent.found_banner
             revisit = await tab.run("() => getComputedStyle(document.querySelector('.cc-revoke')).display")
             late.set()
             return heard, revisit
-        finally:
-            await pool.close()
 
     heard, revisit = asyncio.run(asyncio.wait_for(main(), 60))
     assert not heard, "the worker heard autoconsent in time: the race was not made"
@@ -286,21 +296,12 @@ def test_a_web_component_s_banner_still_sliding_in_is_hidden(site: Site) -> None
     url = site.url("/consent/porsche-web-component.html")
 
     async def main() -> tuple[int | None, str]:
-        pool = TabPool(RenderSettings())
-        try:
-            tab = await pool.acquire()
-            await tab.cdp.send("Emulation.setDeviceMetricsOverride", Viewport(**VIEWPORT_SIZE).device_metrics())
-            annoyances = Annoyances(TakeOptions.model_validate({"url": url, "block_cookie_banners": True}),
-                                    consent.rule_set())
-            await annoyances.install(tab)
-            await tab.page.goto(url)
+        async with loaded_with_the_option(url) as (tab, annoyances):
             await tab.page.wait_for_function(SLIDE_HYDRATED, timeout=10_000)
             paused_at = await tab.run(PAUSE_MID_SLIDE)
             await annoyances.clear(tab, time.monotonic() + 10)
             shown = await tab.run("() => getComputedStyle(document.querySelector('cookie-consent-banner')).display")
             return paused_at, shown
-        finally:
-            await pool.close()
 
     paused_at, shown = asyncio.run(asyncio.wait_for(main(), 60))
     assert paused_at is not None, "the slide-in never put the banner's slotted text at its middle: no race made"

@@ -43,10 +43,16 @@ def state_left(http: httpx.Client, key: str, site: Site) -> dict[str, object]:
     return json.loads(html.unescape(found.group(1)))  # type: ignore[no-any-return]
 
 
+def leave(http: httpx.Client, key: str, site: Site, path: str, **params: str) -> httpx.Response:
+    """A job on the site's `path`, taken once its page shows #done."""
+    answer = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url(path),
+                                                     "wait_for_selector": "#done", **params})
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
 def write_state(http: httpx.Client, key: str, site: Site) -> None:
-    wrote = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/writer.html"),
-                                                      "wait_for_selector": "#done"})
-    assert wrote.status_code == 200, wrote.text
+    leave(http, key, site, "/state/writer.html")
 
 
 def test_a_kept_context_carries_nothing_to_the_next_job(  # type: ignore[no-untyped-def]
@@ -71,9 +77,7 @@ def test_what_a_page_writes_as_it_is_left_does_not_reach_the_next_job(  # type: 
     key = make_org_in(single.redis_url).access_key
     with httpx.Client(base_url=single.url, timeout=60) as http:
         for _ in range(5):
-            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/leaver.html"),
-                                                             "wait_for_selector": "#done"})
-            assert left.status_code == 200, left.text
+            leave(http, key, site, "/state/leaver.html")
             assert state_left(http, key, site) == EMPTY
 
 
@@ -84,9 +88,7 @@ def test_what_a_page_s_workers_write_does_not_reach_the_next_job(  # type: ignor
     key = make_org_in(single.redis_url).access_key
     with httpx.Client(base_url=single.url, timeout=60) as http:
         for _ in range(3):
-            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/workers.html"),
-                                                             "wait_for_selector": "#done", "format": "html"})
-            assert left.status_code == 200, left.text
+            left = leave(http, key, site, "/state/workers.html", format="html")
             assert '<p id="done">dedicated,shared</p>' in left.text  # both were writing as the job ended
             assert state_left(http, key, site) == EMPTY
 
@@ -98,13 +100,8 @@ def test_what_a_page_asks_for_as_it_is_left_does_not_reach_the_next_job(  # type
     key = make_org_in(single.redis_url).access_key
     with httpx.Client(base_url=single.url, timeout=60) as http:
         for _ in range(3):
-            left = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/beacon.html"),
-                                                             "wait_for_selector": "#done"})
-            assert left.status_code == 200, left.text
-            read = http.get("/v1/screenshot/take", params={
-                "access_key": key, "url": site.url("/state/late-reader.html"), "wait_for_selector": "#done",
-                "format": "html"})
-            assert read.status_code == 200, read.text
+            leave(http, key, site, "/state/beacon.html")
+            read = leave(http, key, site, "/state/late-reader.html", format="html")
             found = re.search(r'<pre id="state">(.*?)</pre>', read.text, re.S)
             assert found, read.text[:500]
             assert json.loads(html.unescape(found.group(1))) == {"cookie": ""}
