@@ -64,7 +64,7 @@ class EgressProxy:
         self._server: asyncio.Server | None = None
         self._listeners: set[Listener] = set()  # the browser contexts' own (open_listener)
         self._serving: Listener | None = None  # the listener of the current job's context, besides the browser-wide one
-        self.refused_elsewhere = 0  # connections refused on a context's listener while another context's job ran
+        self.refused_elsewhere = 0  # connections refused on a context's listener outside its context's jobs
         # Open client connections and the listener each came through (None: the browser-wide one). asyncio holds a
         # connection's task only weakly: an idle one could be garbage-collected mid-await; held here until it ends.
         self._connections: dict[asyncio.Task[None], Listener | None] = {}
