@@ -100,6 +100,8 @@ def _shot(service: Any) -> dict[str, float]:
         for param in params:
             if param.startswith("dur="):
                 stages[name] = float(param[4:])
+    # The time outside the worker's stages: HTTP, the API, Redis, the hand-off back.
+    stages["outside"] = stages["seconds"] * 1000 - sum(value for name, value in stages.items() if name != "seconds")
     return stages
 
 

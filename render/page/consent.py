@@ -20,6 +20,7 @@ still up and undoes what a banner left behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -59,6 +60,8 @@ OPT_OUT_LIMIT_SECONDS = 5.0
 # starts when the page is first idle, and its heuristic runs on its second look, 500 ms after the first)
 # before the banner is hidden instead.
 HANDOVER_SECONDS = 1.5
+# How often `Consent.settle` looks at its time limits while no message comes.
+SETTLE_POLL_SECONDS = 0.02
 # Messages a page may send the worker in one job: a page that keeps calling the binding is ignored after.
 MESSAGE_LIMIT = 500
 
@@ -176,6 +179,7 @@ class Consent:
         self.rules = rules
         self._frames: dict[Frame, _FrameState] = {}
         self._messages = 0
+        self._heard = asyncio.Event()  # set by each message: `settle` looks again at once
 
     async def install(self, tab: Tab) -> None:
         """Switches autoconsent on in the tab's page for this job. The page gets the binding and the script
@@ -222,7 +226,11 @@ class Consent:
         while (now := time.monotonic()) < limit:
             if not self.busy(now, banner_up=banner_up and now < looking_limit):
                 return
-            await asyncio.sleep(0.02)
+            # A message (an opt-out's result, a new look) ends the wait at once; the time limits above are
+            # looked at every SETTLE_POLL_SECONDS.
+            self._heard.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heard.wait(), min(SETTLE_POLL_SECONDS, limit - now))
 
     async def receive(self, source: dict[str, Any], message: Any) -> Any:
         """A message of a frame's autoconsent (render/page/js/consent.js forwards them); for `init`, the
@@ -230,6 +238,7 @@ class Consent:
         self._messages += 1
         if self._messages > MESSAGE_LIMIT or not isinstance(message, dict):
             return None
+        self._heard.set()  # after this message's state is written below (no await comes between)
         frame = source.get("frame")
         if not isinstance(frame, Frame):
             return None

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,24 @@ def test_a_banner_up_waits_for_autoconsents_first_full_look_in_the_top_document_
     assert job.busy(0.0, banner_up=True)
     _send(job, top, type="looking", attempts=consent.FULL_LOOK)
     assert not job.busy(0.0, banner_up=True)  # the frame's own looks do not count
+
+
+def test_the_wait_ends_when_the_opt_out_is_reported_not_at_the_next_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker hears the opt-out's result the moment the page sends it: with the time limits looked at only
+    every minute, the result still ends the wait (before, each wait ran to its next 20 ms look)."""
+    monkeypatch.setattr(consent, "SETTLE_POLL_SECONDS", 60.0)
+    job, frame = _job(), _Frame()
+
+    async def opt_out_while_waiting() -> bool:
+        await job.receive({"frame": frame}, {"type": "popupFound", "cmp": "Klaro"})
+        waiting = asyncio.ensure_future(job.settle(time.monotonic() + 120))
+        await asyncio.sleep(0)  # the wait has begun
+        assert not waiting.done()
+        await job.receive({"frame": frame}, {"type": "optOutResult", "cmp": "Klaro", "result": True})
+        done, _ = await asyncio.wait([waiting], timeout=10)  # the poll alone would take 60 s
+        return bool(done)
+
+    assert asyncio.run(opt_out_while_waiting())
 
 
 def test_between_jobs_the_page_side_gets_no_answer() -> None:
