@@ -31,6 +31,10 @@ CLOSE_TIMEOUT_SECONDS = 10
 # http://user:password@host/) are paused, to be seen: Chromium keeps such credentials in its HTTP auth cache,
 # which no DevTools command clears, so a page that used some is not kept. Only URLs holding an "@" pause.
 CREDENTIAL_URLS = {"patterns": [{"urlPattern": "*@*", "requestStage": "Request"}]}
+# Every request of the page's frames paused (a job's blocking, render.page.blocking; its target headers,
+# render.page.request_context). Chromium's headless shell renders a frame of another site in its page's own
+# process, so the page's session sees its requests too (tests/integration/test_blocking.py).
+EVERY_URL = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
 
 
 class PageHelper(Protocol):
@@ -49,9 +53,9 @@ class Tab:
     # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
     # listeners, extra headers): such a page is not reused for the next job.
     dirty: bool = False
-    # Playwright routes a job added to the page (request blocking): taken off when the page is wiped
-    # (render.browser.wiping), so they leave the page fit for the next job.
-    routed: bool = False
+    # The job's blocking (render.page.blocking), while it is on: whether a paused request is refused (failed as
+    # blocked by the client) rather than sent. Taken off when the page is wiped (`stop_refusing`).
+    refuses: Callable[[dict[str, Any]], bool] | None = None
     # Every origin whose documents this context has held (what the egress proxy saw and what the frames
     # showed, over all its jobs): all are wiped after each job, so state written to an origin without
     # a connection of that job's (an inherited about:blank, say) is wiped too.
@@ -70,22 +74,45 @@ class Tab:
     # pages send while another context's job runs is refused there (render.net.egress).
     listener: Listener | None = None
     _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
+    _main_frame_id: str | None = field(default=None, repr=False)
 
     def paused(self, event: dict[str, Any]) -> None:
-        """A request paused by Fetch (CREDENTIAL_URLS, or every request for `on_request`)."""
+        """A request paused by Fetch (CREDENTIAL_URLS, or EVERY_URL for `refuses` and `on_request`): refused,
+        handed to `on_request`, or continued."""
         parts = urlsplit(event["request"]["url"])
         if parts.username or parts.password:
             self.credentials_used = True
-        if self.on_request is not None:
+        if self.refuses is not None and self.refuses(event):
+            self._answer("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"})
+        elif self.on_request is not None:
             self.on_request(event)
         else:
-            task = asyncio.ensure_future(self._continue(event["requestId"]))
-            self._continuing.add(task)  # held until done: the loop keeps only a weak reference
-            task.add_done_callback(self._continuing.discard)
+            self._answer("Fetch.continueRequest", {"requestId": event["requestId"]})
 
-    async def _continue(self, request_id: str) -> None:
+    def _answer(self, method: str, params: dict[str, Any]) -> None:
+        task = asyncio.ensure_future(self._send_quietly(method, params))
+        self._continuing.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._continuing.discard)
+
+    async def _send_quietly(self, method: str, params: dict[str, Any]) -> None:
         with contextlib.suppress(Exception):  # cancelled meanwhile, or the page closed
-            await self.cdp.send("Fetch.continueRequest", {"requestId": request_id})
+            await self.cdp.send(method, params)
+
+    async def main_frame_id(self) -> str:
+        """The DevTools id of the page's main frame (the same for the page's whole life, whatever it loads)."""
+        if self._main_frame_id is None:
+            self._main_frame_id = (await self.cdp.send("Page.getFrameTree"))["frameTree"]["frame"]["id"]
+        return self._main_frame_id
+
+    async def refuse_requests(self, refuses: Callable[[dict[str, Any]], bool]) -> None:
+        """From now on every request of the page pauses, and those `refuses` says so of are failed."""
+        self.refuses = refuses
+        await self.cdp.send("Fetch.enable", EVERY_URL)
+
+    async def stop_refusing(self) -> None:
+        """Back to pausing only the requests with credentials in their URL (the job's blocking is over)."""
+        self.refuses = None
+        await self.cdp.send("Fetch.enable", CREDENTIAL_URLS)
 
     async def run(self, function: str, argument: Any = None) -> Any:
         """Call `function` (a JavaScript function's source, of one JSON argument) in the page's main world and

@@ -46,9 +46,8 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             for other in tab.context.pages:
                 if other != tab.page:
                     await other.close()  # popups the job's page opened
-            if tab.routed:  # before the unload: what the old document still asks for is not held on to
-                await tab.page.unroute_all(behavior="ignoreErrors")
-                tab.routed = False
+            if tab.refuses is not None:  # before the unload: what the old document still asks for is not held on to
+                await tab.stop_refusing()
             if tab.page.url == "about:blank":
                 # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
                 # this document swaps its renderer host, after which the page's CDP session is lost.

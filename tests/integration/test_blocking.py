@@ -50,6 +50,23 @@ def test_block_ads_stops_ad_requests_and_hides_ad_elements(client: httpx.Client,
     assert rgb_at(shot, 150, 100) == GREEN  # ###ad_banner hidden, the content moved up
 
 
+def test_the_page_itself_is_never_blocked_but_a_frame_at_such_an_address_is(
+        client: httpx.Client, org: Org, site: Site) -> None:
+    """EasyList blocks `/banner-ad.html` as a frame's document and not as the page's own: the worker tells the page's
+    main frame from its frames by their DevTools ids."""
+    def shot(path: str, *pairs: tuple[str, str]) -> tuple[int, int, int]:
+        response = client.get("/v1/screenshot/take", params=[
+            ("access_key", org.access_key), ("url", f"http://publisher.test:{site.port}{path}"),
+            ("viewport_width", "300"), ("viewport_height", "300"), *pairs])
+        assert response.status_code == 200, response.text
+        return rgb_at(decode(response.content), 150, 150)
+
+    assert shot("/banner-ad.html", ("block_ads", "true")) == GREEN  # the page itself loads
+    assert shot("/ad-framed.html") == GREEN  # framed without blocking: the frame shows
+    assert shot("/ad-framed.html", ("block_ads", "true")) != GREEN  # framed with block_ads: refused
+    assert shot("/banner-ad.html", ("block_ads", "true")) == GREEN  # the kept page, again: still itself
+
+
 def test_block_trackers(client: httpx.Client, org: Org, site: Site) -> None:
     with requests_made(site) as seen:
         assert ads(client, org, site, ("block_trackers", "true")).status_code == 200

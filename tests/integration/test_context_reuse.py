@@ -258,3 +258,21 @@ def test_an_html_job_runs_in_an_origin_of_its_own(  # type: ignore[no-untyped-de
         seen = json.loads(html.unescape(found.group(1)))
         assert seen == {"href": "about:blank", "origin": "null", "wrote": "refused"}
         assert state_left(http, key, site)["local"] is None  # nothing of it reached the site's origin
+
+
+def test_credentials_a_frame_of_another_site_used_are_not_kept_for_the_next_job(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """The same as a page's own, from a frame of another site (localhost against 127.0.0.1): Chromium renders it
+    in a process of its own, whose requests the page's own DevTools session does not see."""
+    key = make_org_in(single.redis_url).access_key
+    other = site.url("/").replace("127.0.0.1", "localhost").rstrip("/")
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        framed = http.get("/v1/screenshot/take", params={
+            "access_key": key, "url": site.url(f"/state/framed.html?src={other}/xhr-credentials.html"),
+            "format": "png"})
+        assert framed.status_code == 200, framed.text
+        assert site.requests_to("/basic")[-1]["authorization"] == "Basic c2NyaXB0LXVzZXI6c2NyaXB0LXBhc3M="
+        anonymous = http.get("/v1/screenshot/take", params={"access_key": key, "url": f"{other}/basic",
+                                                            "format": "html", "ignore_host_errors": "true"})
+        assert anonymous.status_code == 200, anonymous.text
+        assert "authorization" not in site.requests_to("/basic")[-1]

@@ -163,6 +163,11 @@ ADS = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/style.css"></h
 <img src="/logo.png" style="display:block;width:10px;height:10px">
 <script src="/matomo.js"></script>
 </body></html>"""
+# A page at an address EasyList blocks as a frame (its generic `-ad.html` rule) but not as the page itself: green.
+AD_ADDRESSED = """<!DOCTYPE html><html><body style="margin:0;background:#00ff00"></body></html>"""
+# That page framed, on red: blocked, the frame shows no green.
+AD_FRAMED = """<!DOCTYPE html><html><body style="margin:0;background:#ff0000">
+<iframe src="/banner-ad.html" style="border:0;width:300px;height:300px"></iframe></body></html>"""
 # 200x200 solid green, made once.
 WATERMARK_PNG = (pyvips.Image.black(200, 200, bands=3) + [0, 255, 0]).cast("uchar").pngsave_buffer()
 GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
@@ -206,6 +211,8 @@ def pages(port: int) -> dict[str, Any]:
         "/failing.html": lambda q: html(FAILING),
         "/missing-image.png": lambda q: (404, "text/plain", b"not here"),
         "/ads.html": lambda q: html(ADS.replace("{port}", str(port))),
+        "/banner-ad.html": lambda q: html(AD_ADDRESSED),
+        "/ad-framed.html": lambda q: html(AD_FRAMED),
         "/service-worker.html": lambda q: html(SERVICE_WORKER),
         "/sw.js": lambda q: (200, "application/javascript", b"self.addEventListener('fetch', () => {});"),
         "/download": lambda q: (200, "application/octet-stream", b"binary",

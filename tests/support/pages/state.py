@@ -98,6 +98,8 @@ setInterval(() => indexedDB.open(`leak-${kind}-${n++}`), 5);"""
 def routes() -> dict[str, Any]:
     return {
         "/state/workers.html": lambda q: _html(STATE_WORKERS),
+        # Another page framed (`src`): of another site, it is an out-of-process frame of its own.
+        "/state/framed.html": lambda q: _html(f'<iframe src="{q["src"][0]}" width="600" height="200"></iframe>'),
         "/state/opener.js": lambda q: (200, "text/javascript", OPENER),
         "/state/settings.html": lambda q: _html(SETTINGS_PROBE),
         "/state/writer.html": lambda q: _html(STATE_WRITER),
