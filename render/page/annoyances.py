@@ -28,12 +28,15 @@ from playwright.async_api import Error as PlaywrightError
 
 from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
-from render.page.consent import Consent, RuleSet
+from render.page.consent import PAGE_SIDE, Consent, RuleSet
 from render.page.styles import style_sheet_init_script
 
 LOG = logging.getLogger(__name__)
 RULES_DIR = Path(__file__).parent / "rules"
-_PAGE_SIDE = (Path(__file__).parent / "js" / "annoyances.js").read_text()
+# The page side as the consent glue installs it in every document (render/page/js/consent.js): a call, where the
+# whole source is compiled again at each look (about 1 ms of the page's main thread a look); null without it.
+_INSTALLED_PAGE_SIDE = ("async (call) => { const side = globalThis[Symbol.for('screenshot-service.annoyances')]; "
+                        "return side ? [await side(call)] : null; }")
 
 
 @dataclass(frozen=True)
@@ -115,17 +118,17 @@ class Annoyances:
         its first look at a banner it has not taken yet; hide what is left and undo what banners left
         behind."""
         if self._selectors:
-            await self._page_side(tab, "unlockAfterPlatforms", self._selectors)
+            await self._look(tab, "unlockAfterPlatforms", self._selectors)
         if not (self.cookie_banners or self.heuristics):
             return
         if self.consent is None:
-            found = await self._page_side(tab, "clearBanners", self._evidence(hide=True))
+            found = await self._look(tab, "clearBanners", self._evidence(hide=True))
         else:
             await self.consent.settle(deadline)
-            found = await self._page_side(tab, "clearBanners", self._evidence(hide=False))
+            found = await self._look(tab, "clearBanners", self._evidence(hide=False))
             if found and found["found"] and not found["hidden"]:  # left up for autoconsent
                 await self.consent.settle(deadline, banner_up=True)
-                found = await self._page_side(tab, "clearBanners", self._evidence(hide=True))
+                found = await self._look(tab, "clearBanners", self._evidence(hide=True))
         self.hidden += found["hidden"] if found else 0
         if self.consent is not None and self.consent.handled:
             LOG.debug("autoconsent opted out of %s; %d banners hidden on evidence", self.consent.handled, self.hidden)
@@ -136,10 +139,17 @@ class Annoyances:
         seen = self.hidden > 0 or (self.consent is not None and self.consent.found_banner)
         return {"hide": hide, "signUp": self.heuristics, "seen": seen}
 
+    async def _look(self, tab: Tab, task: str, argument: object) -> Any:
+        """`_page_side`, through the copy autoconsent's glue installed when the job runs autoconsent."""
+        return await self._page_side(tab, task, argument, installed=self.consent is not None)
+
     @staticmethod
-    async def _page_side(tab: Tab, task: str, argument: object) -> Any:
+    async def _page_side(tab: Tab, task: str, argument: object, *, installed: bool = False) -> Any:
+        """Run the page side's `task`; `installed`: through the document's own copy when it has one."""
         try:
-            return await tab.run(_PAGE_SIDE, [task, argument])
+            if installed and (answer := await tab.run(_INSTALLED_PAGE_SIDE, [task, argument])) is not None:
+                return answer[0]
+            return await tab.run(PAGE_SIDE, [task, argument])
         except PlaywrightError as error:  # a page navigating away meanwhile: nothing to hide on it
             LOG.debug("annoyances: %s failed: %s", task, error)
             return None

@@ -36,6 +36,8 @@ from render.settings import RenderSettings
 
 BUNDLED = Path(__file__).parents[2] / "deploy" / "npm" / "node_modules" / "@duckduckgo" / "autoconsent"
 _GLUE = (Path(__file__).parent / "js" / "consent.js").read_text()
+# The page side of render/page/annoyances.py, evaluated as `([task, argument]) => result`; carried by the glue too.
+PAGE_SIDE = (Path(__file__).parent / "js" / "annoyances.js").read_text()
 BINDING = "__screenshotConsent"
 
 # autoconsent's configuration (its lib/types.ts `Config`): opt out, pre-hide known banners while it works,
@@ -131,7 +133,7 @@ def rule_set(directory: Path = BUNDLED) -> RuleSet | None:
         rules["index"]["genericRuleRange"]  # noqa: B018 (the layout this module reads)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    script = _GLUE.replace("__BINDING__", BINDING).replace("__BUNDLE__", bundle)
+    script = _GLUE.replace("__BINDING__", BINDING).replace("__PAGE_SIDE__", PAGE_SIDE).replace("__BUNDLE__", bundle)
     return RuleSet(str(package.get("version", "")), script, rules)
 
 

@@ -306,3 +306,23 @@ def test_a_web_component_s_banner_still_sliding_in_is_hidden(site: Site) -> None
     paused_at, shown = asyncio.run(asyncio.wait_for(main(), 60))
     assert paused_at is not None, "the slide-in never put the banner's slotted text at its middle: no race made"
     assert shown == "none", f"the banner paused {paused_at} ms into its slide-in was left on the page"
+
+
+def test_each_document_carries_the_page_side_the_worker_looks_with(site: Site) -> None:
+    """The consent glue installs the worker's page side in every document (so a look is a call, not a compile):
+    there, answering as the whole source does, and out of the page's reach."""
+    async def looks() -> tuple[str, Any, Any, str]:
+        # A bar of our own (autoconsent's heuristic takes it only at its second look, 500 ms after its first).
+        async with loaded_with_the_option(site.url("/annoyances/heuristics.html")) as (tab, _annoyances):
+            kind = await tab.run("() => typeof globalThis[Symbol.for('screenshot-service.annoyances')]")
+            evidence = {"hide": False, "signUp": False, "seen": False}
+            installed = await Annoyances._page_side(tab, "clearBanners", evidence, installed=True)
+            whole = await Annoyances._page_side(tab, "clearBanners", evidence)
+            replaced = await tab.run("""() => { const key = Symbol.for('screenshot-service.annoyances');
+                try { window[key] = () => ({ found: 0 }); } catch { /* not writable */ }
+                return window[key].toString().includes('clearBanners') ? 'kept' : 'replaced'; }""")
+            return kind, installed, whole, replaced
+
+    kind, installed, whole, replaced = asyncio.run(looks())
+    assert kind == "function" and replaced == "kept"
+    assert installed == whole and installed["found"] >= 1, (installed, whole)  # the cookie bar is seen

@@ -10,6 +10,13 @@
 // gives it its first two, the second with its heuristic, for a banner it has not taken). The rules'
 // snippets run inline (`isMainWorld`: this script is in the page's main world), so no `eval` is sent.
 (() => {
+  // The page side of render/page/annoyances.py (render/page/js/annoyances.js), compiled with this script (which
+  // Chromium keeps compiled) so that the worker's looks at a block_cookie_banners job's page each cost a call.
+  if (!Object.hasOwn(window, Symbol.for('screenshot-service.annoyances'))) {
+    Object.defineProperty(window, Symbol.for('screenshot-service.annoyances'), { value: (
+__PAGE_SIDE__
+    ) });
+  }
   const toWorker = window.__BINDING__;
   if (typeof toWorker !== 'function' || window.autoconsentSendMessage) return;
   const FORWARDED = new Set(['cmpDetected', 'popupFound', 'optOutResult', 'optInResult', 'autoconsentDone']);
