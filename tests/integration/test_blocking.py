@@ -38,6 +38,7 @@ def test_nothing_is_blocked_by_default(client: httpx.Client, org: Org, site: Sit
         shot = decode(ads(client, org, site).content)
     assert seen == set(PATHS)
     assert rgb_at(shot, 150, 100) == RED
+    assert rgb_at(shot, 150, 275) == RED  # the [data-ad-name] slot
 
 
 def test_block_ads_stops_ad_requests_and_hides_ad_elements(client: httpx.Client, org: Org, site: Site) -> None:
@@ -48,6 +49,7 @@ def test_block_ads_stops_ad_requests_and_hides_ad_elements(client: httpx.Client,
     assert {"/style.css", "/logo.png"} <= seen  # first-party content loads
     shot = decode(response.content)
     assert rgb_at(shot, 150, 100) == GREEN  # ###ad_banner hidden, the content moved up
+    assert RED not in {rgb_at(shot, 150, y) for y in range(150, 300, 10)}  # the list's [data-ad-name] too
 
 
 def test_the_page_itself_is_never_blocked_but_a_frame_at_such_an_address_is(

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.support.images import decode, rgb_at
+from tests.support.pages.controls import RED
 from tests.support.servers import RunningService, listening_sockets, metric, redis_server, running_service, wait_for
 from tests.support.site import Site
 
@@ -164,18 +166,22 @@ def test_a_blocking_job_leaves_its_page_kept_and_the_next_job_unblocked(  # type
     key = make_org_in(single.redis_url).access_key
     page = f"http://publisher.test:{site.port}/ads.html"
     with httpx.Client(base_url=single.url, timeout=60) as http:
+        slots: list[tuple[int, int, int]] = []
+
         def take(*pairs: tuple[str, str]) -> int:
             before = len(site.requests_to("/banner.png"))
             answer = http.get("/v1/screenshot/take", params=[("access_key", key), ("url", page),
                                                              ("wait_until", "networkidle0"), *pairs])
             assert answer.status_code == 200, answer.text
+            slots.append(rgb_at(decode(answer.content), 150, 275))  # the [data-ad-name] slot, when shown
             return len(site.requests_to("/banner.png")) - before
 
         assert take(("block_ads", "true")) == 0  # a new context, kept after the job
         time.sleep(2)
         reused = metric(http, REUSED)
         assert take(("block_ads", "true")) == 0  # the kept page, blocking again
-        assert take() == 1  # the kept page, its routes gone: the ad loads
+        assert take() == 1  # the kept page, its blocking gone: the ad loads
+        assert slots[-1] == RED and RED not in slots[:-1]  # and the list's style sheet is gone with it
         time.sleep(2)
         assert metric(http, REUSED) == reused + 2
 

@@ -155,11 +155,13 @@ FAILING = """<!DOCTYPE html><html><body><h1>Welcome, Premium Member</h1>
 
 # An ad image from an ad server, an element EasyList hides by id, content, a first-party image, a tracker
 # script (EasyPrivacy's generic `/matomo.js` rule; google-analytics.com is HSTS-preloaded, so Chromium
-# would upgrade it to https) and a style sheet: 50 px image row, red #ad_banner (50-150), green content (150-250).
+# would upgrade it to https) and a style sheet: 50 px image row, red #ad_banner (50-150), green content (150-250),
+# a red slot EasyList's generic `[data-ad-name]` hides (250-300).
 ADS = """<!DOCTYPE html><html><head><link rel="stylesheet" href="/style.css"></head><body style="margin:0">
 <img src="http://ad.doubleclick.net:{port}/banner.png" style="display:block;width:300px;height:50px">
 <div id="ad_banner" style="height:100px;background:#ff0000"></div>
 <div style="height:100px;background:#00ff00"></div>
+<div data-ad-name="slot" style="height:50px;background:#ff0000"></div>
 <img src="/logo.png" style="display:block;width:10px;height:10px">
 <script src="/matomo.js"></script>
 </body></html>"""
