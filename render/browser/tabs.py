@@ -56,6 +56,10 @@ class Tab:
     # The job's blocking (render.page.blocking), while it is on: whether a paused request is refused (failed as
     # blocked by the client) rather than sent. Taken off when the page is wiped (`stop_refusing`).
     refuses: Callable[[dict[str, Any]], bool] | None = None
+    # Every request of the page pauses (EVERY_URL), not only those with credentials: so from a job that blocks (or
+    # sets target headers) until a job that does neither starts (`pause_only_credentials`). An organisation whose
+    # jobs all block then asks Chromium once, not twice a job (about 2.6 ms each).
+    pausing_all: bool = False
     # Every origin whose documents this context has held (what the egress proxy saw and what the frames
     # showed, over all its jobs): all are wiped after each job, so state written to an origin without
     # a connection of that job's (an inherited about:blank, say) is wiped too.
@@ -104,15 +108,27 @@ class Tab:
             self._main_frame_id = (await self.cdp.send("Page.getFrameTree"))["frameTree"]["frame"]["id"]
         return self._main_frame_id
 
+    async def pause_all(self) -> None:
+        """From now on every request of the page pauses (and is continued unless a job's handler says otherwise)."""
+        if not self.pausing_all:
+            await self.cdp.send("Fetch.enable", EVERY_URL)
+            self.pausing_all = True
+
     async def refuse_requests(self, refuses: Callable[[dict[str, Any]], bool]) -> None:
         """From now on every request of the page pauses, and those `refuses` says so of are failed."""
         self.refuses = refuses
-        await self.cdp.send("Fetch.enable", EVERY_URL)
+        await self.pause_all()
 
-    async def stop_refusing(self) -> None:
-        """Back to pausing only the requests with credentials in their URL (the job's blocking is over)."""
+    def stop_refusing(self) -> None:
+        """The job's blocking is over: no request is refused any more (each paused one is continued)."""
         self.refuses = None
-        await self.cdp.send("Fetch.enable", CREDENTIAL_URLS)
+
+    async def pause_only_credentials(self) -> None:
+        """Before a job that neither blocks nor sets target headers: only requests with credentials in their URL
+        pause again."""
+        if self.pausing_all and self.refuses is None and self.on_request is None:
+            await self.cdp.send("Fetch.enable", CREDENTIAL_URLS)
+            self.pausing_all = False
 
     async def run(self, function: str, argument: Any = None) -> Any:
         """Call `function` (a JavaScript function's source, of one JSON argument) in the page's main world and

@@ -46,8 +46,7 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             for other in tab.context.pages:
                 if other != tab.page:
                     await other.close()  # popups the job's page opened
-            if tab.refuses is not None:  # before the unload: what the old document still asks for is not held on to
-                await tab.stop_refusing()
+            tab.stop_refusing()  # before the unload: what the old document still asks for is not held on to
             if tab.page.url == "about:blank":
                 # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
                 # this document swaps its renderer host, after which the page's CDP session is lost.

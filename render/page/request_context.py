@@ -20,7 +20,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from render.browser.tabs import EVERY_URL, Tab
+from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
 from render.contract.request_params import parse_cookie, parse_headers
 from render.contract.sealing import without_credentials
@@ -54,7 +54,7 @@ class TargetHeaders:
 
     async def attach(self) -> None:
         self._tab.on_request = self._paused  # every request now pauses, and this continues them
-        await self._tab.cdp.send("Fetch.enable", EVERY_URL)
+        await self._tab.pause_all()
 
     def _meant_for(self, url: str, network_id: str | None) -> bool:
         origin = web_origin(url)

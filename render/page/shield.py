@@ -26,9 +26,12 @@ class Shield:
         return (self.blocker is not None and self.blocker.changes_page) or self.annoyances.changes_page
 
     async def before_load(self, tab: Tab) -> None:
-        """Requests routed through the blocker; autoconsent and the widgets' style sheet in every document."""
+        """Requests paused for the blocker (or, without one, no longer paused after an earlier job's blocking);
+        autoconsent and the widgets' style sheet in every document."""
         if self.blocker is not None:
             await self.blocker.attach(tab)
+        else:
+            await tab.pause_only_credentials()
         await self.annoyances.install(tab)
 
     async def after_load(self, tab: Tab, deadline: float) -> None:
