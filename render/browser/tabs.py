@@ -33,7 +33,7 @@ CLOSE_TIMEOUT_SECONDS = 10
 CREDENTIAL_URLS = {"patterns": [{"urlPattern": "*@*", "requestStage": "Request"}]}
 # Every request of the page's frames paused (a job's blocking, render.page.blocking; its target headers,
 # render.page.request_context). Chromium's headless shell renders a frame of another site in its page's own
-# process, so the page's session sees its requests too (tests/integration/test_blocking.py).
+# process, so the page's session sees its requests too (test_context_reuse's frame of another site).
 EVERY_URL = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
 
 

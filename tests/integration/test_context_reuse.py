@@ -268,8 +268,9 @@ def test_an_html_job_runs_in_an_origin_of_its_own(  # type: ignore[no-untyped-de
 
 def test_credentials_a_frame_of_another_site_used_are_not_kept_for_the_next_job(  # type: ignore[no-untyped-def]
         single: RunningService, site: Site, make_org_in) -> None:
-    """The same as a page's own, from a frame of another site (localhost against 127.0.0.1): Chromium renders it
-    in a process of its own, whose requests the page's own DevTools session does not see."""
+    """The same as a page's own, from a frame of another site (localhost against 127.0.0.1). Chromium's headless
+    shell renders such a frame in the page's own process, so the page's DevTools session sees (and blocking decides)
+    its requests; were it a process of its own, its credentials would go unseen and reach the next job."""
     key = make_org_in(single.redis_url).access_key
     other = site.url("/").replace("127.0.0.1", "localhost").rstrip("/")
     with httpx.Client(base_url=single.url, timeout=60) as http:
