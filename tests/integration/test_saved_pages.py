@@ -27,7 +27,7 @@ from tests.conftest import Org, RunningService, create_org
 from tests.support.images import decode, rgb_at
 from tests.support.pages.fidelity import REAL_PAGES
 from tests.support.pages.watch import ARTICLES, EXTRA_ARTICLES
-from tests.support.plain import Box, PlainBrowser, differing_pixels
+from tests.support.plain import Box, PlainBrowser, differing_pixels, differing_region
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
@@ -74,6 +74,7 @@ def _compare(shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
     # A spinner turns for ever: each side draws it where it stood as its shutter fell. Those boxes only are
     # left out, and they must stay small.
     assert sum(w * h for _, _, w, h in moving) <= MOVING_SHARE * reference.width * reference.height, moving
+    first = differing_region(_without(shot, moving), _without(reference, moving))
     if differing_pixels(_without(shot, moving), _without(reference, moving)):
         # A second pair, as test_fidelity does for the saved pages: their images point at hosts no test reaches,
         # and on a loaded machine one side drew a failed image's icon a moment before the other (12 pixels of a
@@ -82,7 +83,8 @@ def _compare(shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
         assert again.status_code == 200, again.text
         shot = decode(again.content)
         reference, moving = plain.capture_with_motion(site.url(path), full_page=True, scroll_delay_ms=100, shown=True)
-    assert differing_pixels(_without(shot, moving), _without(reference, moving)) == 0
+    assert differing_pixels(_without(shot, moving), _without(reference, moving)) == 0, (
+        f"first pair: {first}; second pair: {differing_region(_without(shot, moving), _without(reference, moving))}")
 
 
 MOVING_SHARE = 0.01

@@ -86,16 +86,27 @@ async () => {
     }
   }
 
-  // Video and audio stop at their first frame; a capture waits (briefly) for that frame to be there.
+  // Video and audio stop at their first frame; a capture waits (briefly) for that frame to be there: the seek
+  // done ('seeked') and, for a video, a frame from before where it stopped handed to the compositor ('seeked'
+  // alone came before the frame was drawn on a busy machine, and the capture showed the frame it stopped at).
   const seeks = [];
   for (const media of document.querySelectorAll('video, audio')) {
     try {
       media.autoplay = false;
       media.pause();
       counts.media += 1;
-      if (media.currentTime !== 0 && media.readyState > 0) {
+      const stoppedAt = media.currentTime;
+      if (stoppedAt !== 0 && media.readyState > 0) {
         seeks.push(new Promise(resolve => {
-          media.addEventListener('seeked', resolve, {once: true});
+          let waiting = media.requestVideoFrameCallback ? 2 : 1;
+          const one = () => { waiting -= 1; if (waiting === 0) resolve(); };
+          media.addEventListener('seeked', one, {once: true});
+          if (media.requestVideoFrameCallback) {
+            const drawn = (now, frame) => {
+              if (frame.mediaTime < stoppedAt) one(); else media.requestVideoFrameCallback(drawn);
+            };
+            media.requestVideoFrameCallback(drawn);
+          }
           setTimeout(resolve, 1000);
         }));
         media.currentTime = 0;

@@ -3,6 +3,10 @@ Web Animation, an autoplaying video, a Swiper and a Bootstrap carousel with auto
 pinned in tests/consent/package.json and served from its node_modules), and a reveal-on-scroll effect at
 the bottom. `?still=1` is the same page drawn still, as reduce_motion should leave it: finite motion at its
 end, looping motion at its start, the video at its first frame, each slider at its first slide.
+
+The video carries `disableremoteplayback`: Chromium draws a cast button of its own over a paused video without
+controls in some captures and not in others (seen on the still page's first capture of a test run, 48x48 at the
+video's corner, on a busy machine): browser UI, not the motion under test.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ video { position: absolute; top: 10px; left: 520px; width: 160px; height: 90px; 
 </style></head><body>
 <div class="box" id="finite"></div><div class="box" id="spin"></div><div class="box" id="pulse"></div>
 <div class="box" id="grow"></div><div class="box" id="web"></div><div class="box" id="pref"></div>
-<video id="clip" src="/motion/clip.webm" muted playsinline preload="auto" {video_attrs}></video>
+<video id="clip" src="/motion/clip.webm" muted playsinline preload="auto" disableremoteplayback {video_attrs}></video>
 <div class="swiper"><div class="swiper-wrapper">
   <div class="swiper-slide" style="background:#e03030"></div>
   <div class="swiper-slide" style="background:#30a030"></div>
