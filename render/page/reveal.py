@@ -8,6 +8,10 @@ network policy or by `block_trackers`, or slow), the page stays invisible for th
 and a capture taken at `load` is one colour: a person waits the few seconds and sees the page. So a capture
 waits for such a page to show itself (SCREENSHOT_HIDDEN_PAGE_WAIT at most, and never past half the time left),
 then two frames for it to be drawn. A page that hides nothing costs one evaluation.
+
+A page that shows itself by degrees is waited for the same way, briefly: an animation or transition running
+as the page is ready and ending within ENTRANCE_MS (a fixed header fading in over 300 ms at load, in a saved
+NYT page) is let finish, so a fast capture is not a washed-out one.
 """
 
 from __future__ import annotations
@@ -18,19 +22,40 @@ from playwright.async_api import Error as PlaywrightError
 
 from render.browser.tabs import Tab
 
+# An animation or transition running as the page is ready that ends within this (a header fading in at load, a
+# button's colour easing in) is waited for, so the capture shows where it ends, as a person a moment later sees.
+ENTRANCE_MS = 1000
+
 # Resolves with the milliseconds waited (0: the page hid nothing), or -1 when it still hides after `limit` ms.
 # A page hides itself when its root or body is fully transparent or hidden. Shown again (a class or style
 # removed, a style sheet taken out, a timer's own change), a fade it starts on the root or body is waited for
 # too, within the limit, then two frames so the shown page is what the compositor holds.
 _WAIT_UNTIL_SHOWN = """async (limit) => {
   const started = performance.now();
+  const ENTRANCE_MS = {entrance_ms};
   const hides = (element) => {
     if (!element) return false;
     const style = getComputedStyle(element);
     return style.opacity === '0' || style.visibility === 'hidden';
   };
   const hidden = () => hides(document.documentElement) || hides(document.body);
-  if (!hidden()) return 0;
+  const settled = async () => {  // entrances about to end (a header fading in at load), waited for
+    const most = Math.min(ENTRANCE_MS, limit - (performance.now() - started));
+    const ending = document.getAnimations().filter((animation) => {
+      if (animation.playState !== 'running' || !(animation.playbackRate > 0) || !animation.effect) return false;
+      const left = (animation.effect.getComputedTiming().endTime - animation.currentTime) / animation.playbackRate;
+      return Number.isFinite(left) && left <= most;
+    });
+    if (!ending.length) return false;
+    await Promise.race([Promise.allSettled(ending.map((animation) => animation.finished)),
+                        new Promise((resolve) => setTimeout(resolve, most))]);  // one paused meanwhile
+    return true;
+  };
+  if (!hidden()) {
+    if (!await settled()) return 0;
+    for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
+    return Math.max(1, Math.round(performance.now() - started));
+  }
   const shown = await new Promise((resolve) => {
     const finish = (value) => { observer.disconnect(); clearInterval(poll); resolve(value); };
     const look = () => {
@@ -51,13 +76,14 @@ _WAIT_UNTIL_SHOWN = """async (limit) => {
   }
   for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
   return Math.round(performance.now() - started);
-}"""
+}""".replace("{entrance_ms}", str(ENTRANCE_MS))
 TIME_SHARE = 0.5  # of the time left, the most a capture waits for a hidden page
 
 
 async def wait_until_shown(tab: Tab, deadline: float, most_seconds: float) -> float | None:
-    """Wait for a page that hides itself to show itself: the seconds waited (0.0 when it hid nothing), or
-    None when it still hides after `most_seconds` (or half the time left before `deadline`)."""
+    """Wait for a page that hides itself to show itself, and for entrances about to end: the seconds waited
+    (0.0 when it hid nothing and nothing was ending), or None when it still hides after `most_seconds` (or half
+    the time left before `deadline`)."""
     limit = min(most_seconds, max(0.0, deadline - time.monotonic()) * TIME_SHARE)
     try:
         waited = await tab.run(_WAIT_UNTIL_SHOWN, round(limit * 1000))

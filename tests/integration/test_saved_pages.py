@@ -26,6 +26,7 @@ from service.api.cache import cache_key
 from tests.conftest import Org, RunningService, create_org
 from tests.support.images import decode, rgb_at
 from tests.support.pages.fidelity import REAL_PAGES
+from tests.support.pages.hiding import ENTRANCE_HEADER
 from tests.support.pages.watch import ARTICLES, EXTRA_ARTICLES
 from tests.support.plain import Box, PlainBrowser, differing_pixels, differing_region
 from tests.support.site import Site
@@ -75,7 +76,7 @@ def _compare(shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
     # left out, and they must stay small.
     assert sum(w * h for _, _, w, h in moving) <= MOVING_SHARE * reference.width * reference.height, moving
     first = differing_region(_without(shot, moving), _without(reference, moving))
-    if differing_pixels(_without(shot, moving), _without(reference, moving)):
+    if differing_pixels(_without(shot, moving), _without(reference, moving), ROUNDING):
         # A second pair, as test_fidelity does for the saved pages: their images point at hosts no test reaches,
         # and on a loaded machine one side drew a failed image's icon a moment before the other (12 pixels of a
         # saved NYT page, once). A real difference shows in both pairs.
@@ -83,11 +84,16 @@ def _compare(shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
         assert again.status_code == 200, again.text
         shot = decode(again.content)
         reference, moving = plain.capture_with_motion(site.url(path), full_page=True, scroll_delay_ms=100, shown=True)
-    assert differing_pixels(_without(shot, moving), _without(reference, moving)) == 0, (
+    assert differing_pixels(_without(shot, moving), _without(reference, moving), ROUNDING) == 0, (
         f"first pair: {first}; second pair: {differing_region(_without(shot, moving), _without(reference, moving))}")
 
 
 MOVING_SHARE = 0.01
+# Levels a pixel may differ by. Chromium rounds the antialiased edge of one element a level up or down from one
+# load to the next (the rounded corners of a saved NYT page's fixed header's button: 72 or 73 of 255 on either
+# side, in the service's captures and a plain script's alike, as that header's fade-in and the scroll meet):
+# nothing a person sees; a picture, text or colour that differs is many levels off.
+ROUNDING = 1
 
 
 def _without(image: pyvips.Image, boxes: list[Box]) -> pyvips.Image:
@@ -153,3 +159,14 @@ def test_a_page_hidden_past_the_wait_is_taken_again_once_it_shows(client: httpx.
     image = decode(response.content)
     assert image.min() != image.max()
     assert rgb_at(image, 700, 50) != (255, 255, 255)  # the first row's colour, drawn
+
+
+def test_an_entrance_about_to_end_is_captured_where_it_ends(client: httpx.Client, org: Org, site: Site) -> None:
+    """A fixed header fading in over 800 ms at load is let finish (it is drawn in its own colour, not washed out
+    over white); a 20 s fade is not waited for, nor a spinner that turns for ever."""
+    for params in ({}, {"full_page": "true"}):
+        response = _take(client, org, "/hiding/entrance.html", site, **params)
+        assert response.status_code == 200, response.text
+        image = decode(response.content)
+        assert rgb_at(image, 640, 40) == ENTRANCE_HEADER, params
+        assert rgb_at(image, 100, 300) != (0, 0, 0), params  # the slow box, still on its way in

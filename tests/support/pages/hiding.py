@@ -9,6 +9,8 @@ the script runs (the experiment's script never comes):
 - `visibility`: Kameleoon's: `* { visibility: hidden !important }`, then removed;
 - `fade`: the class removed starts a 300 ms fade of `<html>` from 0 to 1.
 `/hiding/white-on-white.html`: text drawn in the page's own background colour: one colour, with text.
+`/hiding/entrance.html`: a page that shows itself by degrees: a fixed header fading in over 800 ms at load
+(ENTRANCE_HEADER, as a saved NYT page's does in 300 ms), a box fading in over 20 s and a spinner turning for ever.
 """
 
 from __future__ import annotations
@@ -53,8 +55,23 @@ WHITE_ON_WHITE = """<!DOCTYPE html><html><head><title>white on white</title></he
 <p>Every word of this page is drawn in its background's colour.</p></body></html>"""
 
 
+ENTRANCE_HEADER = (50, 104, 145)  # its colour once faded in, over white
+ENTRANCE = """<!DOCTYPE html><html><head><title>entrance</title><style>
+@keyframes in { from { opacity: 0 } to { opacity: 1 } }
+@keyframes turn { to { transform: rotate(360deg) } }
+header { position: fixed; top: 0; left: 0; right: 0; height: 80px; background: #326891;
+         animation: in 800ms ease-out; }
+#slow { position: absolute; top: 200px; left: 0; width: 200px; height: 200px; background: #000;
+        animation: in 20s linear; }
+#spinner { position: absolute; top: 200px; left: 400px; width: 50px; height: 50px; background: #c00;
+           animation: turn 1s linear infinite; }
+</style></head><body style="margin:0;height:3000px"><header></header><div id="slow"></div><div id="spinner"></div>
+</body></html>"""
+
+
 def routes() -> dict[str, Any]:
     return {
         "/hiding/page.html": lambda q: (200, "text/html; charset=utf-8", page(q).encode()),
         "/hiding/white-on-white.html": lambda q: (200, "text/html; charset=utf-8", WHITE_ON_WHITE.encode()),
+        "/hiding/entrance.html": lambda q: (200, "text/html; charset=utf-8", ENTRANCE.encode()),
     }
