@@ -40,6 +40,18 @@ class DeliveryWorker(SimpleWorker):
             return
         super().handle_exception(job, *exc_info)
 
+    def run_maintenance_tasks(self) -> None:
+        """RQ's maintenance, after releasing the scheduler lock of a queue whose scheduler died on this machine
+        since this deliverer started (found still alive then: a deliverer killed as this one started), so that
+        this deliverer's scheduler takes it now rather than when the lock lapses (61 s) and a later maintenance
+        comes. A scheduler of ours already running serves only the locks it took: it is started again."""
+        released = [queue.name for queue in self.queues if release_stale_scheduler_lock(self.connection, queue.name)]
+        if released and self.scheduler is not None:
+            if self.scheduler._process is not None and self.scheduler._process.is_alive():
+                self.stop_scheduler()  # it gives its locks back as it stops
+            self.scheduler.acquire_locks(auto_start=True)
+        super().run_maintenance_tasks()
+
 
 def deliverer_connection(target: RedisTarget) -> redis.Redis:
     """The deliverer's Redis client, its timeout beyond RQ's blocking dequeue (worker_ttl - 15 s): redis-py's

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,14 +54,34 @@ def conforms(client: httpx.Client, schema: str, answer: Any) -> None:
     jsonschema.Draft202012Validator({**document, "$ref": f"#/components/schemas/{schema}"}).validate(answer)
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_until(check: Callable[[], Any], timeout: float, what: str,
+               state: Callable[[], str] = lambda: "") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         found = check()
         if found:
             return found
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s{state()}"
         time.sleep(0.2)
+
+
+def scheduling_state(redis_url: str) -> str:
+    """Where the monitors' jobs and RQ's schedulers stand, for a failure's message: a stall is told from the
+    jobs waiting (scheduled, queued, started) and who holds each queue's scheduler lock."""
+    connection = redis.Redis.from_url(redis_url, decode_responses=True)
+    lines = []
+    for queue in ("monitors", "webhooks"):
+        holder = connection.get(f"rq:scheduler-lock:{queue}")
+        record = connection.hgetall(f"rq:scheduler:{holder}") if holder else {}
+        pid = record.get("pid", "")
+        alive = pid.isdigit() and os.path.exists(f"/proc/{pid}")
+        ttl = connection.ttl(f"rq:scheduler-lock:{queue}")
+        scheduled = connection.zrange(f"rq:scheduled:{queue}", 0, 5, withscores=True)
+        lines.append(f"{queue}: lock {holder} (ttl {ttl}, pid {pid or '?'}, {'alive' if alive else 'gone'}); "
+                     f"scheduled {scheduled}; queued {connection.lrange(f'rq:queue:{queue}', 0, 5)}; "
+                     f"started {connection.zrange(f'rq:wip:{queue}', 0, 5)}")
+    lines.append(f"workers {sorted(connection.smembers('rq:workers'))}; now {time.time():.1f}")
+    return "\n" + "\n".join(lines)
 
 
 def live_page(site: Site) -> tuple[LivePage, str]:
@@ -321,7 +342,8 @@ def missed_then_restarted(client: httpx.Client, org: Org, url: str, live: LivePa
     for role in ("webhooks", "webhooks1"):
         pair.restart(role, kill=True)
         time.sleep(1.5)
-    wait_until(lambda: len(runs(client, org, monitor["id"])) >= 8, 90, "eight runs")
+    wait_until(lambda: len(runs(client, org, monitor["id"])) >= 8, 90, "eight runs",
+               lambda: scheduling_state(pair.redis_url))
     client.patch(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}, json={"paused": True})
     time.sleep(2)  # a run that fired before the pause may still be rendering
     history = runs(client, org, monitor["id"])
@@ -330,6 +352,42 @@ def missed_then_restarted(client: httpx.Client, org: Org, url: str, live: LivePa
     # The missed runs were not made up one by one: the first (due at creation) ran once, the next came due after
     # the deliverers were back.
     assert dues[0] <= created + 1 and dues[1] >= created + 3
+
+
+def test_a_scheduler_lock_whose_holder_dies_after_the_deliverers_start_is_taken_over_at_their_maintenance(
+        pair: RunningService, make_org_in, site: Site) -> None:  # type: ignore[no-untyped-def]
+    """The monitors queue's scheduler lock is held by a scheduler of this machine that is still alive as both
+    deliverers start (as when one is killed while the other starts), then dies: a deliverer's maintenance (every
+    30 s) releases it and takes it over, well before the lock would lapse (held here for 300 s)."""
+    org = make_org_in(pair.redis_url)
+    live, url = live_page(site)
+    connection = redis.Redis.from_url(pair.redis_url)
+    for role in ("webhooks", "webhooks1"):
+        os.killpg(pair.processes[role].pid, signal.SIGKILL)
+        pair.processes[role].wait(10)
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        connection.set("rq:scheduler-lock:monitors", "dying-scheduler", ex=300)
+        connection.hset("rq:scheduler:dying-scheduler", mapping={"hostname": socket.gethostname(),
+                                                                  "pid": str(holder.pid)})
+        connection.expire("rq:scheduler:dying-scheduler", 300)
+        with httpx.Client(base_url=pair.url, timeout=60) as client:
+            monitor = create(client, org, request={"url": url, **VIEW}, schedule={"interval": 1}).json()
+            for role in ("webhooks", "webhooks1"):
+                pair.restart(role)
+            time.sleep(3)
+            assert live.fetches == 0  # the lock's holder lives: nothing moves the monitor's runs
+            holder.kill()
+            holder.wait(10)
+            wait_until(lambda: runs(client, org, monitor["id"]), 60, "a run after the holder died",
+                       lambda: scheduling_state(pair.redis_url))
+            client.patch(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key},
+                         json={"paused": True})
+    finally:
+        holder.kill()
+        connection.delete("rq:scheduler:dying-scheduler")
+        connection.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+                        "return 0", 1, "rq:scheduler-lock:monitors", "dying-scheduler")
 
 
 def test_a_monitor_whose_next_run_was_lost_is_scheduled_again_by_the_sweep(pair: RunningService, make_org_in,  # type: ignore[no-untyped-def]
