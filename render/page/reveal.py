@@ -39,6 +39,9 @@ _WAIT_UNTIL_SHOWN = """async (limit) => {
     return style.opacity === '0' || style.visibility === 'hidden';
   };
   const hidden = () => hides(document.documentElement) || hides(document.body);
+  const drawn = async () => {  // two frames, so what the page shows now is what the compositor holds
+    for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
+  };
   const settled = async () => {  // entrances about to end (a header fading in at load), waited for
     const most = Math.min(ENTRANCE_MS, limit - (performance.now() - started));
     const ending = document.getAnimations().filter((animation) => {
@@ -53,7 +56,7 @@ _WAIT_UNTIL_SHOWN = """async (limit) => {
   };
   if (!hidden()) {
     if (!await settled()) return 0;
-    for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
+    await drawn();
     return Math.max(1, Math.round(performance.now() - started));
   }
   const shown = await new Promise((resolve) => {
@@ -74,7 +77,7 @@ _WAIT_UNTIL_SHOWN = """async (limit) => {
     await Promise.race([Promise.allSettled(fades.map((fade) => fade.finished)),
                         new Promise((resolve) => setTimeout(resolve, left))]);
   }
-  for (let i = 0; i < 2; i++) await new Promise((resolve) => requestAnimationFrame(resolve));
+  await drawn();
   return Math.round(performance.now() - started);
 }""".replace("{entrance_ms}", str(ENTRANCE_MS))
 TIME_SHARE = 0.5  # of the time left, the most a capture waits for a hidden page
