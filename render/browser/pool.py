@@ -81,10 +81,13 @@ class TabPool:
             await self._discard_prepared()
             await self._discard_warm()
         warm = await self._warm_tab(owner)
+        if warm is not None:
+            warm.begin_arrival()  # its own document ends the refusal of what the document left asks for
         if warm is not None and blank:
             # Navigated by the browser (not by its page), about:blank is a document of an opaque origin of its
             # own, with nothing of the origin the page held (tests/integration/test_context_reuse.py).
             await warm.page.goto("about:blank", timeout=TAB_TIMEOUT_SECONDS * 1000)
+            warm.arrives()  # the job's document is written into it: no document request of its own
         return warm or await self._fresh_tab(spare=not self._keeps(owner))
 
     def _keeps(self, owner: str | None) -> bool:

@@ -54,7 +54,7 @@ class Tab:
     # listeners, extra headers): such a page is not reused for the next job.
     dirty: bool = False
     # The job's blocking (render.page.blocking), while it is on: whether a paused request is refused (failed as
-    # blocked by the client) rather than sent. Taken off when the page is wiped (`stop_refusing`).
+    # blocked by the client) rather than sent. Taken off when the page is wiped (`leave`).
     refuses: Callable[[dict[str, Any]], bool] | None = None
     # Every request of the page pauses (EVERY_URL), not only those with credentials: so from a job that blocks (or
     # sets target headers) until a job that does neither starts (`pause_only_credentials`). An organisation whose
@@ -70,6 +70,13 @@ class Tab:
     credentials_used: bool = False
     # Who continues the page's paused requests when one asks to see them all (render.page.request_context).
     on_request: Callable[[dict[str, Any]], None] | None = None
+    # The page's document of the job before is being left (render.browser.wiping): every request pauses and is
+    # refused, until the next job's own document is asked for (`arrives`).
+    leaving: bool = False
+    # The next job has begun on the page (`begin_arrival`): its main frame's first document request ends `leaving`.
+    _arriving: bool = False
+    # A job that pauses only requests with credentials began while the page was leaving: narrowed once it arrives.
+    _narrow_on_arrival: bool = False
     # Page-side helpers installed for the page's lifetime (an init script with its binding: render.page.consent),
     # by name. A job switches on the ones it wants; all are switched off when it is over, so they do not
     # make the page dirty.
@@ -83,6 +90,10 @@ class Tab:
     def paused(self, event: dict[str, Any]) -> None:
         """A request paused by Fetch (CREDENTIAL_URLS, or EVERY_URL for `refuses` and `on_request`): refused,
         handed to `on_request`, or continued."""
+        arrived = self.leaving and self._arrived(event)
+        if self.leaving and not arrived:
+            self._answer("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"})
+            return
         parts = urlsplit(event["request"]["url"])
         if parts.username or parts.password:
             self.credentials_used = True
@@ -92,6 +103,28 @@ class Tab:
             self.on_request(event)
         else:
             self._answer("Fetch.continueRequest", {"requestId": event["requestId"]})
+        if arrived:
+            self.arrives()  # after its answer: the document is not held up by Chromium's narrowing of what pauses
+
+    def _arrived(self, event: dict[str, Any]) -> bool:
+        """Whether `event` is the next job's own document, asked for by the page's main frame: what the document
+        left before asks for afterwards (a `keepalive` fetch or beacon sent from its `pagehide` handler, which
+        Chromium may pause up to 15 ms after the page shows about:blank) is then refused, not sent as that job's."""
+        return self._arriving and event.get("resourceType") == "Document" and event["frameId"] == self._main_frame_id
+
+    def begin_arrival(self) -> None:
+        """The next job begins on a page that was left: its main frame's next document request is its own."""
+        self._arriving = self.leaving
+
+    def arrives(self) -> None:
+        """The job's own document is on its way (or the job loads none from the network): nothing is refused any
+        more for the document left before; a job pausing only credentials has its page narrowed to them."""
+        self.leaving = self._arriving = False
+        if self._narrow_on_arrival:
+            self._narrow_on_arrival = False
+            if self.refuses is None and self.on_request is None:
+                self.pausing_all = False
+                self._answer("Fetch.enable", CREDENTIAL_URLS)
 
     def _answer(self, method: str, params: dict[str, Any]) -> None:
         task = asyncio.ensure_future(self._send_quietly(method, params))
@@ -119,14 +152,20 @@ class Tab:
         self.refuses = refuses
         await self.pause_all()
 
-    def stop_refusing(self) -> None:
-        """The job's blocking is over: no request is refused any more (each paused one is continued)."""
+    async def leave(self) -> None:
+        """The job's blocking is over; from now on every request of the page pauses and is refused, until the next
+        job's own document arrives (`begin_arrival`, then its document request or `arrives`)."""
         self.refuses = None
+        self.leaving = True
+        # The main frame's id is known before the next job's document request pauses.
+        await asyncio.gather(self.main_frame_id(), self.pause_all())
 
     async def pause_only_credentials(self) -> None:
         """Before a job that neither blocks nor sets target headers: only requests with credentials in their URL
         pause again."""
-        if self.pausing_all and self.refuses is None and self.on_request is None:
+        if self.leaving:
+            self._narrow_on_arrival = True  # narrowed once the job's own document arrives (`arrives`)
+        elif self.pausing_all and self.refuses is None and self.on_request is None:
             await self.cdp.send("Fetch.enable", CREDENTIAL_URLS)
             self.pausing_all = False
 

@@ -1,10 +1,12 @@
 """Wiping a job's page so the same organisation's next job can reuse it (settings.reuse_contexts).
 
 The page is unloaded (about:blank), its history reset and the storage, cache, cookies and permissions of
-every origin it reached wiped. Creating a page costs Chromium about as much CPU as loading and capturing a
-simple one; navigating the kept page costs nothing extra. A job that changed the page's own settings
-(device emulation, routes, init scripts, listeners: `Tab.dirty`) gets its page replaced by a new one in the
-same context instead.
+every origin it reached wiped. From its unload until the next job's own document, every request the page makes
+is refused (`Tab.leave`): nothing the document asks for as it is left reaches the next job. Creating a page costs
+Chromium about as much CPU as loading and capturing a simple one; navigating the kept page costs nothing extra.
+A job that changed the page's own settings (device emulation, routes, init scripts, listeners: `Tab.dirty`) gets
+its page replaced by a new one in the same context instead (the one left stays open, refusing, until the next
+wipe closes it).
 """
 
 from __future__ import annotations
@@ -43,19 +45,24 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
         return None  # a new context holds nothing, and costs less than wiping them all every job
     try:
         async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
-            for other in tab.context.pages:
-                if other != tab.page:
-                    await other.close()  # popups the job's page opened
-            tab.stop_refusing()  # before the unload: what the old document still asks for is not held on to
-            if tab.page.url == "about:blank":
+            # Before the unload: what the document asks for as it is left (a `keepalive` beacon from its pagehide
+            # handler, which Chromium may pause after the page already shows about:blank) is refused, up to the
+            # next job's own document; the context's listener on the egress proxy may already serve that job.
+            # Meanwhile the popups the job's page opened (and a page left by the job before) are closed.
+            await asyncio.gather(tab.leave(), *(other.close() for other in tab.context.pages if other != tab.page))
+            written = tab.page.url == "about:blank"
+            if written:
                 # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
                 # this document swaps its renderer host, after which the page's CDP session is lost.
                 tab.dirty = True
-            if not tab.dirty:
+            else:
                 await unload(tab)
             kept = tab
             if tab.dirty:
-                await tab.page.close()
+                if written:
+                    await tab.page.close()
+                # Else the page left stays open, unloaded and refusing, until the context's next wipe closes it with
+                # its other pages: what it still asks for is refused on its own session, never sent.
                 kept = await new_page(tab.context)
                 kept.listener = tab.listener  # the context's
             kept.held_origins = held

@@ -6,6 +6,7 @@ meet the same browser."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -15,6 +16,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from render.browser.pool import TabPool
+from render.net.egress import EgressProxy
+from render.net.policy import NetworkPolicy
+from render.settings import RenderSettings
 from tests.support.images import decode, rgb_at
 from tests.support.pages.controls import RED
 from tests.support.servers import RunningService, listening_sockets, metric, redis_server, running_service, wait_for
@@ -107,6 +112,43 @@ def test_what_a_page_asks_for_as_it_is_left_does_not_reach_the_next_job(  # type
             found = re.search(r'<pre id="state">(.*?)</pre>', read.text, re.S)
             assert found, read.text[:500]
             assert json.loads(html.unescape(found.group(1))) == {"cookie": ""}
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["kept-page", "replaced-page"])
+def test_a_beacon_sent_as_the_page_is_left_is_refused_even_when_the_next_job_s_egress_is_open(
+        site: Site, replaced: bool) -> None:
+    """The race above, made certain: the organisation's next job has begun on the egress proxy (its context's
+    listener serves) before the page is wiped, as when Chromium sends the beacon late. The page refuses every
+    request from its unload until the next job's own document, so the site never sees the beacon; the next job's
+    own requests go out. `replaced`: the job changed the page's settings, so the wipe gives the context a new page
+    (the one left stays open, refusing, until the next wipe)."""
+    async def main() -> None:
+        egress = EgressProxy(NetworkPolicy(allow_private=True))
+        await egress.start()
+        pool = TabPool(RenderSettings(), egress)
+        try:
+            beacons = len(site.requests_to("/state/late-cookie"))
+            reads = len(site.requests_to("/state/late-reader.html"))
+            tab = await pool.acquire("org")
+            egress.begin_job(None, tab.listener)
+            await tab.page.goto(site.url("/state/beacon.html"))
+            tab.dirty = replaced
+            egress.end_job()
+            egress.begin_job(None, tab.listener)  # the next job's, early
+            await pool.release(tab, owner="org", origins=egress.origins)
+            kept = await pool.acquire("org")
+            assert (kept.page is tab.page) != replaced
+            await kept.page.goto(site.url("/state/late-reader.html"))
+            await kept.page.wait_for_selector("#done", state="attached")
+            assert json.loads(await kept.page.inner_text("#state")) == {"cookie": ""}
+            assert len(site.requests_to("/state/late-cookie")) == beacons, "the beacon of the page left went out"
+            assert len(site.requests_to("/state/late-reader.html")) == reads + 1
+            await pool.release(kept, owner="org", origins=egress.origins)
+        finally:
+            await pool.close()
+            await egress.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 def test_another_organisation_never_gets_the_kept_context(  # type: ignore[no-untyped-def]
