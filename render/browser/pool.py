@@ -195,6 +195,8 @@ class TabPool:
         tab is asked for, whichever comes first: the clean-up (closing a context, wiping a page, preparing
         the spare) takes CPU the result's way out to the caller would otherwise share."""
         held = self._release_held = asyncio.Event()
+        if self._keeps(owner) and not tab.crashed:
+            tab.leave()  # the page refuses what it asks for from now on: asked of Chromium as the result goes out
 
         async def when_let() -> None:
             await held.wait()

@@ -71,12 +71,11 @@ class Tab:
     # Who continues the page's paused requests when one asks to see them all (render.page.request_context).
     on_request: Callable[[dict[str, Any]], None] | None = None
     # The page's document of the job before is being left (render.browser.wiping): every request pauses and is
-    # refused, until the next job's own document is asked for (`arrives`).
+    # refused, until the next job loads its own document (`arrives`).
     leaving: bool = False
-    # The next job has begun on the page (`begin_arrival`): its main frame's first document request ends `leaving`.
+    # The next job has begun on the page (`begin_arrival`): its main frame's first document request ends `leaving`
+    # (or, for a job that pauses only credentials, its narrowing just before: `pause_only_credentials`).
     _arriving: bool = False
-    # A job that pauses only requests with credentials began while the page was leaving: narrowed once it arrives.
-    _narrow_on_arrival: bool = False
     # Page-side helpers installed for the page's lifetime (an init script with its binding: render.page.consent),
     # by name. A job switches on the ones it wants; all are switched off when it is over, so they do not
     # make the page dirty.
@@ -84,16 +83,18 @@ class Tab:
     # The context's own listener on the egress proxy (its proxy server), closed with it: what the context's
     # pages send while another context's job runs is refused there (render.net.egress).
     listener: Listener | None = None
+    _left: asyncio.Future[Any] | None = field(default=None, repr=False)  # `leave`'s
     _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
     _main_frame_id: str | None = field(default=None, repr=False)
 
     def paused(self, event: dict[str, Any]) -> None:
         """A request paused by Fetch (CREDENTIAL_URLS, or EVERY_URL for `refuses` and `on_request`): refused,
         handed to `on_request`, or continued."""
-        arrived = self.leaving and self._arrived(event)
-        if self.leaving and not arrived:
-            self._answer("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"})
-            return
+        if self.leaving:
+            if not self._arrived(event):
+                self._answer("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"})
+                return
+            self.arrives()
         parts = urlsplit(event["request"]["url"])
         if parts.username or parts.password:
             self.credentials_used = True
@@ -103,8 +104,6 @@ class Tab:
             self.on_request(event)
         else:
             self._answer("Fetch.continueRequest", {"requestId": event["requestId"]})
-        if arrived:
-            self.arrives()  # after its answer: the document is not held up by Chromium's narrowing of what pauses
 
     def _arrived(self, event: dict[str, Any]) -> bool:
         """Whether `event` is the next job's own document, asked for by the page's main frame: what the document
@@ -118,13 +117,9 @@ class Tab:
 
     def arrives(self) -> None:
         """The job's own document is on its way (or the job loads none from the network): nothing is refused any
-        more for the document left before; a job pausing only credentials has its page narrowed to them."""
+        more for the document left before."""
         self.leaving = self._arriving = False
-        if self._narrow_on_arrival:
-            self._narrow_on_arrival = False
-            if self.refuses is None and self.on_request is None:
-                self.pausing_all = False
-                self._answer("Fetch.enable", CREDENTIAL_URLS)
+        self._left = None
 
     def _answer(self, method: str, params: dict[str, Any]) -> None:
         task = asyncio.ensure_future(self._send_quietly(method, params))
@@ -152,22 +147,28 @@ class Tab:
         self.refuses = refuses
         await self.pause_all()
 
-    async def leave(self) -> None:
-        """The job's blocking is over; from now on every request of the page pauses and is refused, until the next
-        job's own document arrives (`begin_arrival`, then its document request or `arrives`)."""
-        self.refuses = None
-        self.leaving = True
-        # The main frame's id is known before the next job's document request pauses.
-        await asyncio.gather(self.main_frame_id(), self.pause_all())
+    def leave(self) -> asyncio.Future[Any]:
+        """The job is over, and its blocking; from now on every request of the page pauses and is refused, until the
+        next job's own document arrives (`begin_arrival`, then its document request or `arrives`). Done when Chromium
+        pauses them all; asked again before that job, the same."""
+        if self._left is None:
+            self.refuses = None
+            self.leaving = True
+            # The main frame's id is known before the next job's document request pauses.
+            self._left = asyncio.ensure_future(asyncio.gather(self.main_frame_id(), self.pause_all()))
+            self._left.add_done_callback(lambda left: left.cancelled() or left.exception())  # a page closed meanwhile
+        return self._left
 
     async def pause_only_credentials(self) -> None:
         """Before a job that neither blocks nor sets target headers: only requests with credentials in their URL
-        pause again."""
-        if self.leaving:
-            self._narrow_on_arrival = True  # narrowed once the job's own document arrives (`arrives`)
-        elif self.pausing_all and self.refuses is None and self.on_request is None:
-            await self.cdp.send("Fetch.enable", CREDENTIAL_URLS)
+        pause again. On a page being left, that ends the refusal as the job is about to load its document (asking
+        Chromium to pause less while a navigation runs would hold the navigation up by several milliseconds). Not
+        waited for: a request that still pauses meanwhile is continued."""
+        if self.pausing_all and self.refuses is None and self.on_request is None:
             self.pausing_all = False
+            if self._arriving:
+                self.arrives()
+            self._answer("Fetch.enable", CREDENTIAL_URLS)
 
     async def run(self, function: str, argument: Any = None) -> Any:
         """Call `function` (a JavaScript function's source, of one JSON argument) in the page's main world and

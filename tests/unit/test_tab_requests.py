@@ -52,11 +52,9 @@ def test_jobs_that_block_in_a_row_ask_chromium_once_and_a_job_that_does_not_puts
         tab.paused(_paused("http://site.test/logo.png"))
         await tab.leave()
         tab.begin_arrival()
-        await tab.pause_only_credentials()  # a job that blocks nothing: narrowed once its document arrives
+        tab.paused(_paused("http://site.test/late-beacon"))
+        await tab.pause_only_credentials()  # a job that blocks nothing: narrowed, and the page left is no more
         await tab.pause_only_credentials()
-        await asyncio.sleep(0)
-        tab.paused(_paused("http://site.test/", "Document"))
-        await asyncio.sleep(0)
         await tab.leave()
         tab.begin_arrival()
         await tab.pause_only_credentials()  # and the next: its page pauses everything again while it is left
@@ -64,13 +62,13 @@ def test_jobs_that_block_in_a_row_ask_chromium_once_and_a_job_that_does_not_puts
 
     asyncio.run(jobs())
     enables = [params for method, params in session.sent if method == "Fetch.enable"]
-    assert enables == [EVERY_URL, CREDENTIAL_URLS, EVERY_URL]
+    assert enables == [EVERY_URL, CREDENTIAL_URLS, EVERY_URL, CREDENTIAL_URLS]
     assert _answers(session) == [("Fetch.failRequest", "http://site.test/ad.png"),
                                  ("Fetch.continueRequest", "http://site.test/logo.png"),
                                  ("Fetch.failRequest", "http://site.test/beacon"),
                                  ("Fetch.continueRequest", "http://site.test/"),
                                  ("Fetch.continueRequest", "http://site.test/logo.png"),
-                                 ("Fetch.continueRequest", "http://site.test/")]
+                                 ("Fetch.failRequest", "http://site.test/late-beacon")]
 
 
 def test_a_page_being_left_refuses_everything_until_the_next_jobs_own_document() -> None:
