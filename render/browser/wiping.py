@@ -1,8 +1,8 @@
 """Wiping a job's page so the same organisation's next job can reuse it (settings.reuse_contexts).
 
 The page is unloaded (about:blank), its history reset and the storage, cache, cookies and permissions of
-every origin it reached wiped. From its unload until the next job's own document, every request the page makes
-is refused (`Tab.leave`): nothing the document asks for as it is left reaches the next job. Creating a page costs
+every origin it reached wiped. From the end of its job until the next job starts loading, every request the page
+makes is refused (`Tab.leave`): nothing the document asks for as it is left reaches the next job. Creating a page costs
 Chromium about as much CPU as loading and capturing a simple one; navigating the kept page costs nothing extra.
 A job that changed the page's own settings (device emulation, routes, init scripts, listeners: `Tab.dirty`) gets
 its page replaced by a new one in the same context instead (the one left stays open, refusing, until the next
@@ -47,7 +47,7 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
         async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
             # Before the unload: what the document asks for as it is left (a `keepalive` beacon from its pagehide
             # handler, which Chromium may pause after the page already shows about:blank) is refused, up to the
-            # next job's own document; the context's listener on the egress proxy may already serve that job.
+            # next job's loading; the context's listener on the egress proxy may already serve that job.
             # Meanwhile the popups the job's page opened (and a page left by the job before) are closed.
             await asyncio.gather(tab.leave(), *(other.close() for other in tab.context.pages if other != tab.page))
             written = tab.page.url == "about:blank"
@@ -55,8 +55,11 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
                 # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
                 # this document swaps its renderer host, after which the page's CDP session is lost.
                 tab.dirty = True
-            else:
-                await unload(tab)
+            # What the document cannot add to as it is left (its requests are refused), cleared while it unloads:
+            # the HTTP cache and permissions. Its cookies and storage after: its pagehide or unload handlers may
+            # still write them.
+            await asyncio.gather(tab.cdp.send("Network.clearBrowserCache"), tab.context.clear_permissions(),
+                                 *([] if written else [unload(tab)]))
             kept = tab
             if tab.dirty:
                 if written:
@@ -66,14 +69,14 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
                 kept = await new_page(tab.context)
                 kept.listener = tab.listener  # the context's
             kept.held_origins = held
-            # Independent of one another: sent together.
+            # Independent of one another: sent together. The context's cookies straight over the page's session
+            # (Playwright's `clear_cookies` asks the same of Chromium, through more of its driver's work).
             await asyncio.gather(
                 *([kept.cdp.send("Page.resetNavigationHistory"), kept.cdp.send("Runtime.evaluate", {
                     "expression": FORGET_NAME})] if kept is tab else []),
                 *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
                   for origin in sorted(held)),
-                kept.cdp.send("Network.clearBrowserCache"), tab.context.clear_cookies(),
-                tab.context.clear_permissions())
+                kept.cdp.send("Network.clearBrowserCookies"))
     except Exception:
         log.warning("could not wipe a page for reuse; closing its context", exc_info=True)
         return None
