@@ -65,6 +65,8 @@ class Tab:
     # a connection of that job's (an inherited about:blank, say) is wiped too.
     held_origins: set[str] = field(default_factory=set)
     crashed: bool = False  # its renderer died (the page's "crash" event)
+    # A job granted the context a permission (geolocation): the wipe resets the context's permissions.
+    permissions_granted: bool = False
     # A request of the page carried a user or password in its URL (CREDENTIAL_URLS): the context may hold
     # them in its HTTP auth cache, so it is not kept.
     credentials_used: bool = False

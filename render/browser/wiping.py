@@ -56,10 +56,12 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
                 # this document swaps its renderer host, after which the page's CDP session is lost.
                 tab.dirty = True
             # What the document cannot add to as it is left (its requests are refused), cleared while it unloads:
-            # the HTTP cache and permissions. Its cookies and storage after: its pagehide or unload handlers may
-            # still write them.
-            await asyncio.gather(tab.cdp.send("Network.clearBrowserCache"), tab.context.clear_permissions(),
+            # the HTTP cache, and the permissions a job granted (only the service grants any). Its cookies and
+            # storage after: its pagehide or unload handlers may still write them.
+            await asyncio.gather(tab.cdp.send("Network.clearBrowserCache"),
+                                 *([tab.context.clear_permissions()] if tab.permissions_granted else []),
                                  *([] if written else [unload(tab)]))
+            tab.permissions_granted = False
             kept = tab
             if tab.dirty:
                 if written:

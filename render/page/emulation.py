@@ -51,6 +51,7 @@ async def emulate_page(tab: Tab, options: TakeOptions) -> None:
     if options.time_zone is not None:
         await tab.cdp.send("Emulation.setTimezoneOverride", {"timezoneId": options.time_zone})
     if options.geolocation_latitude is not None:
+        tab.permissions_granted = True  # reset with the wipe (render.browser.wiping)
         await tab.context.grant_permissions(["geolocation"])
         await tab.cdp.send("Emulation.setGeolocationOverride", {
             "latitude": options.geolocation_latitude, "longitude": options.geolocation_longitude,

@@ -231,7 +231,7 @@ def test_a_blocking_job_leaves_its_page_kept_and_the_next_job_unblocked(  # type
 def settings_seen(http: httpx.Client, key: str, site: Site, **options: str) -> dict[str, object]:
     """What the settings probe reports, captured with `options`."""
     read = http.get("/v1/screenshot/take", params={"access_key": key, "url": site.url("/state/settings.html"),
-                                                     "format": "html", **options})
+                                                     "format": "html", "wait_for_selector": "#done", **options})
     assert read.status_code == 200, read.text
     found = re.search(r'<pre id="settings">(.*?)</pre>', read.text, re.S)
     assert found, read.text[:500]
@@ -245,8 +245,10 @@ def test_a_job_that_changed_its_page_leaves_the_next_one_the_defaults(  # type: 
         defaults = settings_seen(http, fresh, site)  # a new page
         changed = settings_seen(http, first, site, viewport_device="iphone_15", time_zone="Asia/Tokyo",
                                 dark_mode="true", reduced_motion="true", media_type="print",
-                                headers="X-Job:one")
+                                headers="X-Job:one", geolocation_latitude="48.85", geolocation_longitude="2.35",
+                                geolocation_accuracy="10")
         assert changed["zone"] == "Asia/Tokyo" and changed["dark"] and changed["touch"]
+        assert changed["geolocation"] == "granted" and defaults["geolocation"] == "prompt"
         assert changed["width"] != defaults["width"] and changed["ua"] != defaults["ua"]
         assert site.requests_to("/state/settings.html")[-1].get("x-job") == "one"
         # The same organisation's next job: its page in the same context, with every default back.

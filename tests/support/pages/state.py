@@ -67,11 +67,15 @@ STATE_READER = """<html><body><pre id="state"></pre><script src="/state/cached.j
 
 # What a page sees of the settings a capture can change (for reuse of a page between jobs).
 SETTINGS_PROBE = """<!DOCTYPE html><html><body><pre id="settings"></pre><script>
-document.getElementById("settings").textContent = JSON.stringify({
-  width: innerWidth, height: innerHeight, dpr: devicePixelRatio, touch: navigator.maxTouchPoints,
-  ua: navigator.userAgent, zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
-  dark: matchMedia("(prefers-color-scheme: dark)").matches, print: matchMedia("print").matches,
-  reducedMotion: matchMedia("(prefers-reduced-motion: reduce)").matches});
+(async () => {
+  document.getElementById("settings").textContent = JSON.stringify({
+    width: innerWidth, height: innerHeight, dpr: devicePixelRatio, touch: navigator.maxTouchPoints,
+    ua: navigator.userAgent, zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+    dark: matchMedia("(prefers-color-scheme: dark)").matches, print: matchMedia("print").matches,
+    reducedMotion: matchMedia("(prefers-reduced-motion: reduce)").matches,
+    geolocation: (await navigator.permissions.query({name: "geolocation"})).state});
+  document.body.insertAdjacentHTML("beforeend", "<p id=done>read</p>");
+})();
 </script></body></html>"""
 
 
