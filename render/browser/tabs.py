@@ -153,9 +153,10 @@ class Tab:
         """The job is over, and its blocking; from now on every request of the page pauses and is refused, until the
         next job's own document arrives (`begin_arrival`, then its document request or `arrives`). Done when Chromium
         pauses them all; asked again before that job, the same."""
-        if self._left is None:
-            self.refuses = None
-            self.leaving = True
+        self.refuses = None  # also when a job that never loaded left its blocking on
+        self.leaving = True
+        self._arriving = False
+        if self._left is None or self._left.done():
             # The main frame's id is known before the next job's document request pauses.
             self._left = asyncio.ensure_future(asyncio.gather(self.main_frame_id(), self.pause_all()))
             self._left.add_done_callback(lambda left: left.cancelled() or left.exception())  # a page closed meanwhile

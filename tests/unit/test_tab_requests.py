@@ -106,3 +106,25 @@ def test_target_headers_keep_every_request_paused() -> None:
 
     asyncio.run(job())
     assert [params for method, params in session.sent if method == "Fetch.enable"] == [EVERY_URL]
+
+
+def test_a_job_that_never_loaded_leaves_neither_its_blocking_nor_its_arrival_behind() -> None:
+    """A job that blocked and failed before its document was asked for (it never arrived): its page's next wipe
+    takes its blocking off and waits for the next job's own arrival again, so the organisation's next job, which
+    blocks nothing, has nothing refused once it loads."""
+    tab, session = _tab()
+
+    async def jobs() -> None:
+        await tab.leave()
+        tab.begin_arrival()
+        await tab.refuse_requests(lambda paused: True)  # blocks everything, then fails before its navigation
+        await tab.leave()  # its wipe
+        tab.paused(_paused("http://site.test/", "Document"))  # the left page's own navigation: not an arrival
+        tab.begin_arrival()
+        await tab.pause_only_credentials()
+        tab.paused(_paused("http://site.test/picture.png"))
+        await asyncio.sleep(0)
+
+    asyncio.run(jobs())
+    assert _answers(session) == [("Fetch.failRequest", "http://site.test/"),
+                                 ("Fetch.continueRequest", "http://site.test/picture.png")]
