@@ -1,4 +1,5 @@
-"""The CPUs a worker's job runs on: batch work stays off the interactive reserve's while interactive work comes.
+"""The CPUs a worker's job runs on: batch work stays off the interactive reserve's while interactive work comes, and
+where the worker may, runs only on the CPU time interactive work leaves.
 
 The interactive reserve (SCREENSHOT_INTERACTIVE_RESERVE) keeps workers free for captures a client waits for; on a
 machine whose workers share its CPUs, a batch job rendering beside such a capture still takes its share of every
@@ -9,6 +10,16 @@ Chromium and its renderers; the processes they start inherit it), only when the 
 priority, needs no privilege to narrow and widen again. A move reads every process's parent from /proc (1.2 ms
 with 66 processes here, more on a host with many), and happens only when a worker goes from batch work with the
 reserve in force to other work or back.
+
+Affinity alone leaves the batch CPUs shared: a capture uses more than one CPU (Chromium's browser process, its
+compositor and renderer, the driver), and what it runs on the batch CPUs there competes with batch work as an equal.
+Where the worker may raise a thread's scheduling back (CAP_SYS_NICE: root outside a container, or a container given
+SYS_NICE; found once, on a thread of its own), batch work in the reserve's time also moves its Chromium and driver
+to the idle scheduling class (SCHED_IDLE), which runs only when no ordinary thread wants the CPU, and back for any
+other job. Chromium's own thread priorities (nice values) do not lift a thread out of that class. The worker's own
+process stays in the ordinary class: its heartbeat says it is alive, and must never wait behind other work.
+Without the privilege the class would be a one-way move (an unprivileged thread may lower its scheduling but not
+raise it back), so affinity alone is used.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -46,25 +58,53 @@ def process_tree(root: int) -> list[int]:
     return found
 
 
+def can_raise_scheduling() -> bool:
+    """Whether this process may move a thread back from the idle scheduling class to the ordinary one: tried on a
+    thread started for it (which ends in whichever class it was left)."""
+    answer: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            answer.append(True)
+        except (OSError, AttributeError):
+            answer.append(False)
+
+    trial = threading.Thread(target=attempt, name="scheduling-trial")
+    trial.start()
+    trial.join()
+    return answer == [True]
+
+
 class CpuPinning:
-    """Moves this process tree between all its CPUs and the batch ones (settings.pin_batch_work)."""
+    """Moves this process tree between all its CPUs and the batch ones, and its Chromium and driver between the
+    ordinary and the idle scheduling class where it may (settings.pin_batch_work)."""
 
     def __init__(self, reserve_share: float, *, enabled: bool = True) -> None:
         self.all = frozenset(os.sched_getaffinity(0))
         self.batch = batch_cpus(self.all, reserve_share) if enabled else self.all
-        self._now = self.all
+        # Batch work in the reserve's time yields the CPU to any other work (SCHED_IDLE), where that can be undone.
+        self.idle_batch = enabled and reserve_share > 0 and can_raise_scheduling()
+        self._reserved = False  # the tree is placed for batch work in the reserve's time
         self.moves = 0  # times the tree was moved (for the tests)
 
     def for_job(self, *, reserved_batch: bool) -> None:
-        """Before a job: the batch CPUs for a batch job taken while the reserve is in force, else all."""
-        wanted = self.batch if reserved_batch else self.all
-        if wanted == self._now:
+        """Before a job: the batch CPUs (and the idle class) for a batch job taken while the reserve is in force,
+        else all CPUs and the ordinary class."""
+        if reserved_batch == self._reserved or (self.batch == self.all and not self.idle_batch):
             return
-        self._now = wanted
+        self._reserved = reserved_batch
         self.moves += 1
-        for pid in process_tree(os.getpid()):
+        wanted = self.batch if reserved_batch else self.all
+        policy = os.SCHED_IDLE if reserved_batch and self.idle_batch else os.SCHED_OTHER
+        own = os.getpid()
+        for pid in process_tree(own):
             with contextlib.suppress(OSError):  # a process or thread that has just ended
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     with contextlib.suppress(OSError, ValueError):
                         os.sched_setaffinity(int(task.name), wanted)
-        log.debug("worker on CPUs %s", sorted(wanted))
+                        if pid != own and self.idle_batch:
+                            os.sched_setscheduler(int(task.name), policy, os.sched_param(0))
+        log.debug("worker on CPUs %s, its browser %s", sorted(wanted),
+                  "idle" if policy == os.SCHED_IDLE else "ordinary")

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from render.queue.keys import LANE_KEY, job_key
-from render.worker.cpus import batch_cpus
+from render.worker.cpus import batch_cpus, can_raise_scheduling
 from tests.conftest import Org
 from tests.support.servers import RunningService, metric, process_tree, running_service, wait_for
 from tests.support.site import Site
@@ -119,11 +119,22 @@ def _cpus_of_tree(pid: int) -> set[str]:
     return found
 
 
+def _classes_below(pid: int) -> set[int]:
+    """The scheduling policy of every thread of every process below `pid` (its Chromium, its driver)."""
+    found = set()
+    for process in process_tree(pid)[1:]:
+        for task in Path(f"/proc/{process}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                found.add(os.sched_getscheduler(int(task.name)))
+    return found
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs or more")
 def test_batch_work_keeps_off_the_reserve_s_cpus_while_clients_wait(
         shared: RunningService, site: Site, make_org_in) -> None:  # type: ignore[no-untyped-def]
     """SCREENSHOT_PIN_BATCH_WORK: an async capture taken while interactive captures come renders, its worker's
-    Chromium included, on the CPUs but the reserve's share (render.worker.cpus)."""
+    Chromium included, on the CPUs but the reserve's share (render.worker.cpus), and, where the worker may raise
+    them back (root here), with its Chromium and driver in the idle scheduling class."""
     org = make_org_in(shared.redis_url, quota=100, concurrency=4)
     batch = ",".join(str(cpu) for cpu in sorted(batch_cpus(frozenset(os.sched_getaffinity(0)), 0.25)))
     connection = redis.Redis.from_url(shared.redis_url)
@@ -135,5 +146,7 @@ def test_batch_work_keeps_off_the_reserve_s_cpus_while_clients_wait(
         worker = int((connection.hget(job_key(reference), "worker") or b"").decode().split(".")[-2])
         seen = _cpus_of_tree(worker)
         assert seen == {batch}, seen
+        classes = _classes_below(worker)
+        assert classes == ({os.SCHED_IDLE} if can_raise_scheduling() else {os.SCHED_OTHER}), classes
         wait_for(lambda: connection.hget(job_key(reference), "status") == b"done", 30, "the job done")
     connection.close()

@@ -1,16 +1,20 @@
-"""Which CPUs batch work keeps to while the interactive reserve is in force (render/worker/cpus.py), and that the
-move reaches every thread of the process tree."""
+"""Which CPUs batch work keeps to while the interactive reserve is in force (render/worker/cpus.py), that the
+move reaches every thread of the process tree, and that its browser yields the CPU (the idle scheduling class) only
+where the worker may raise it back."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from render.worker.cpus import CpuPinning, batch_cpus
+from render.worker.cpus import CpuPinning, batch_cpus, can_raise_scheduling
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("cpus", "share", "batch"), [
@@ -31,6 +35,11 @@ def _allowed(pid: int) -> list[str]:
             for task in Path(f"/proc/{pid}/task").iterdir()]
 
 
+def _classes(pid: int) -> set[int]:
+    """The scheduling policy of every thread of `pid`."""
+    return {os.sched_getscheduler(int(task.name)) for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs or more")
 def test_the_whole_process_tree_moves_and_comes_back() -> None:
     before = os.sched_getaffinity(0)
@@ -45,10 +54,14 @@ def test_the_whole_process_tree_moves_and_comes_back() -> None:
         batch = ",".join(str(cpu) for cpu in sorted(pinning.batch))
         pinning.for_job(reserved_batch=True)
         assert set(_allowed(child.pid)) == {batch} and set(_allowed(os.getpid())) == {batch}
+        # The browser's threads yield the CPU where they can be raised back; the worker's own never do.
+        idle = {os.SCHED_IDLE} if pinning.idle_batch else {os.SCHED_OTHER}
+        assert _classes(child.pid) == idle and _classes(os.getpid()) == {os.SCHED_OTHER}
         pinning.for_job(reserved_batch=True)  # already there: nothing moved
         assert pinning.moves == 1
         pinning.for_job(reserved_batch=False)
         assert os.sched_getaffinity(child.pid) == before and os.sched_getaffinity(0) == before
+        assert _classes(child.pid) == {os.SCHED_OTHER}
         assert len(set(_allowed(child.pid))) == 1 and pinning.moves == 2
         assert not CpuPinning(0.25, enabled=False).batch < pinning.all  # off: batch on every CPU
     finally:
@@ -56,3 +69,21 @@ def test_the_whole_process_tree_moves_and_comes_back() -> None:
         child.wait()
         child.stdout.close()  # type: ignore[union-attr]
         os.sched_setaffinity(0, before)
+
+
+@pytest.mark.skipif(not can_raise_scheduling(), reason="needs CAP_SYS_NICE (root) to see the idle class used")
+def test_a_worker_that_may_raise_its_threads_back_yields_the_cpu_in_batch_work() -> None:
+    assert CpuPinning(0.25).idle_batch
+    assert not CpuPinning(0.0).idle_batch and not CpuPinning(0.25, enabled=False).idle_batch
+
+
+def test_without_the_privilege_batch_work_keeps_the_ordinary_class() -> None:
+    """An unprivileged thread may enter the idle class but never leave it: such a worker must not use it."""
+    command = [sys.executable, "-c", "from render.worker.cpus import CpuPinning; print(CpuPinning(0.25).idle_batch)"]
+    if can_raise_scheduling():  # privileged here: the worker run without CAP_SYS_NICE, as in a container
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("setpriv (util-linux) is needed to drop CAP_SYS_NICE")
+        command = [setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *command]
+    answer = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert answer.stdout.strip() == "False", answer.stderr
