@@ -19,7 +19,8 @@ to the idle scheduling class (SCHED_IDLE), which runs only when no ordinary thre
 other job. Chromium's own thread priorities (nice values) do not lift a thread out of that class. The worker's own
 process stays in the ordinary class: its heartbeat says it is alive, and must never wait behind other work.
 Without the privilege the class would be a one-way move (an unprivileged thread may lower its scheduling but not
-raise it back), so affinity alone is used.
+raise it back), so affinity alone is used. A Chromium started anew during such work (after a crash) inherits the
+worker's affinity but its ordinary class, until the worker's next move.
 """
 
 from __future__ import annotations
