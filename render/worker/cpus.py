@@ -20,7 +20,10 @@ other job. Chromium's own thread priorities (nice values) do not lift a thread o
 process stays in the ordinary class: its heartbeat says it is alive, and must never wait behind other work.
 Without the privilege the class would be a one-way move (an unprivileged thread may lower its scheduling but not
 raise it back), so affinity alone is used. A Chromium started anew during such work (after a crash) inherits the
-worker's affinity but its ordinary class, until the worker's next move.
+worker's affinity but its ordinary class, until the worker's next move. The idle class gives way to *any* ordinary
+thread, not only to interactive work: on a machine kept busy by something else, a batch job would get no CPU at all.
+So it is kept for at most IDLE_SECONDS of each job (a simple page's batch job takes a fraction of that), after which
+the job's browser is ordinary again, on the batch CPUs still: batch work is delayed by that much at most.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+# The longest a batch job's browser stays in the idle class: then it is ordinary again for the rest of the job, so a
+# machine kept busy by other work (other programs, another deployment's workers) delays a batch job by this at most.
+IDLE_SECONDS = 1.0
 
 
 def batch_cpus(allowed: frozenset[int], reserve_share: float) -> frozenset[int]:
@@ -87,25 +93,48 @@ class CpuPinning:
         self.batch = batch_cpus(self.all, reserve_share) if enabled else self.all
         # Batch work in the reserve's time yields the CPU to any other work (SCHED_IDLE), where that can be undone.
         self.idle_batch = enabled and reserve_share > 0 and can_raise_scheduling()
-        self._reserved = False  # the tree is placed for batch work in the reserve's time
+        self._cpus = self.all  # where the tree runs now
+        self._idle = False  # its Chromium and driver are in the idle class now
+        self._lock = threading.Lock()  # for_job and the lift (a timer's thread) walk the tree one at a time
+        self._lift: threading.Timer | None = None
         self.moves = 0  # times the tree was moved (for the tests)
 
     def for_job(self, *, reserved_batch: bool) -> None:
-        """Before a job: the batch CPUs (and the idle class) for a batch job taken while the reserve is in force,
-        else all CPUs and the ordinary class."""
-        if reserved_batch == self._reserved or (self.batch == self.all and not self.idle_batch):
+        """Before a job: the batch CPUs (and the idle class, for at most IDLE_SECONDS) for a batch job taken while
+        the reserve is in force, else all CPUs and the ordinary class."""
+        with self._lock:
+            if self._lift is not None:
+                self._lift.cancel()
+                self._lift = None
+            idle = reserved_batch and self.idle_batch
+            self._move(self.batch if reserved_batch else self.all, idle)
+            if idle:
+                self._lift = threading.Timer(IDLE_SECONDS, self._lift_now)
+                self._lift.daemon = True
+                self._lift.start()
+
+    def _lift_now(self) -> None:
+        """The batch job still runs after IDLE_SECONDS: its browser back in the ordinary class (its CPUs stay)."""
+        with self._lock:
+            if threading.current_thread() is self._lift:  # not cancelled nor replaced by a job since
+                self._move(self._cpus, False)
+                self._lift = None
+
+    def _move(self, cpus: frozenset[int], idle: bool) -> None:
+        """Every thread of the tree to `cpus`, and its Chromium and driver to the idle class or back, when either
+        changes (the walk reads every process's parent from /proc)."""
+        if cpus == self._cpus and idle == self._idle:
             return
-        self._reserved = reserved_batch
+        classes = idle != self._idle
+        self._cpus, self._idle = cpus, idle
         self.moves += 1
-        wanted = self.batch if reserved_batch else self.all
-        policy = os.SCHED_IDLE if reserved_batch and self.idle_batch else os.SCHED_OTHER
+        policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
         own = os.getpid()
         for pid in process_tree(own):
             with contextlib.suppress(OSError):  # a process or thread that has just ended
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     with contextlib.suppress(OSError, ValueError):
-                        os.sched_setaffinity(int(task.name), wanted)
-                        if pid != own and self.idle_batch:
+                        os.sched_setaffinity(int(task.name), cpus)
+                        if pid != own and classes:
                             os.sched_setscheduler(int(task.name), policy, os.sched_param(0))
-        log.debug("worker on CPUs %s, its browser %s", sorted(wanted),
-                  "idle" if policy == os.SCHED_IDLE else "ordinary")
+        log.debug("worker on CPUs %s, its browser %s", sorted(cpus), "idle" if idle else "ordinary")

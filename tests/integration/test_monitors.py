@@ -96,6 +96,13 @@ def inside(box: dict[str, int], area: tuple[int, int, int, int], slack: int = 2)
             and box["y"] + box["height"] <= y + height + slack)
 
 
+def unchanged_for(live: LivePage, seconds: float) -> bool:
+    """Whether nothing fetched `live` in the next `seconds`."""
+    fetches = live.fetches
+    time.sleep(seconds)
+    return live.fetches == fetches
+
+
 def used(client: httpx.Client, org: Org) -> int:
     return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
 
@@ -134,7 +141,9 @@ def test_a_monitor_tells_its_webhook_of_changes_only_and_one_on_a_static_page_ne
         wait_until(lambda: len(runs(client, org, changing_id)) >= len(history) + 1, 30, "an unchanged run")
         for monitor_id in (changing_id, static_id):
             assert client.delete(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key}).status_code == 200
-        time.sleep(1)  # a run already rendering may still finish
+        # A run already handed to a worker may still load the page (a batch job's browser may wait up to a second
+        # for CPU other work wants: render.worker.cpus); once none has for 2 s, none may for 3 s more.
+        wait_until(lambda: unchanged_for(live, 2), 30, "the runs in flight to end")
         fetches = live.fetches
         time.sleep(3)
         assert live.fetches == fetches  # deleted: no run fires any more

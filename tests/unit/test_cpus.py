@@ -8,10 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from render.worker import cpus
 from render.worker.cpus import CpuPinning, batch_cpus, can_raise_scheduling
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +77,35 @@ def test_the_whole_process_tree_moves_and_comes_back() -> None:
 def test_a_worker_that_may_raise_its_threads_back_yields_the_cpu_in_batch_work() -> None:
     assert CpuPinning(0.25).idle_batch
     assert not CpuPinning(0.0).idle_batch and not CpuPinning(0.25, enabled=False).idle_batch
+
+
+@pytest.mark.skipif(not can_raise_scheduling(), reason="needs CAP_SYS_NICE (root) to see the idle class used")
+def test_a_batch_job_s_browser_is_ordinary_again_after_its_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The idle class yields to any ordinary work, which on a busy machine may never end: it is held for
+    IDLE_SECONDS of a job at most, then the job runs on in the ordinary class (on the batch CPUs still)."""
+    monkeypatch.setattr(cpus, "IDLE_SECONDS", 0.2)
+    before = os.sched_getaffinity(0)
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "up"
+        pinning = CpuPinning(0.25)
+        pinning.for_job(reserved_batch=True)
+        assert _classes(child.pid) == {os.SCHED_IDLE}
+        deadline = time.monotonic() + 10
+        while _classes(child.pid) != {os.SCHED_OTHER} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _classes(child.pid) == {os.SCHED_OTHER}, "the browser stayed in the idle class"
+        assert os.sched_getaffinity(child.pid) == pinning.batch  # still off the reserve's CPUs
+        pinning.for_job(reserved_batch=True)  # the next batch job yields again
+        assert _classes(child.pid) == {os.SCHED_IDLE}
+        pinning.for_job(reserved_batch=False)
+        assert _classes(child.pid) == {os.SCHED_OTHER} and os.sched_getaffinity(child.pid) == before
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+        os.sched_setaffinity(0, before)
 
 
 def test_without_the_privilege_batch_work_keeps_the_ordinary_class() -> None:
