@@ -286,7 +286,7 @@ def test_sticky_and_fixed_elements_appear_once(client: httpx.Client, org: Org, s
 
 def test_the_default_scroll_waits_for_what_each_step_brings_in(client: httpx.Client, org: Org, site: Site) -> None:
     """Without full_page_scroll_delay a step waits only as long as the page needs: native lazy images, images
-    an observer gives their source and content an observer fetches, each 250 ms late, all in the capture."""
+    an observer gives their source and content an observer fetches, each 150 ms late, all in the capture."""
     shot = image(take(client, org, url=site.url("/lazy-loaders.html"), full_page="true", viewport_width=1000,
                       viewport_height=1000))
     assert shot.height == 6000

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+import pyvips
 
 from tests.conftest import Org
 from tests.support.images import decode, near, rgb_at
-from tests.support.pages.motion import REVEAL_TOP
+from tests.support.pages.motion import REVEAL_TOP, VIDEO_BOX
 from tests.support.plain import differing_pixels, differing_region
 from tests.support.site import Site
 
@@ -36,7 +37,19 @@ def test_reduce_motion_leaves_the_page_still(client: httpx.Client, org: Org, sit
     # With it: the still page at once and a second later.
     for delay in (0, 1):
         reduced = decode(shot(client, org, moving, reduce_motion="true", delay=delay))
+        if differing_pixels(reduced, reference) and _only_in_the_video(reduced, reference):
+            # Chromium's known lapse (render/page/js/motion.js): on a busy machine a video stopped at its first
+            # frame, and reported to have presented it, was sometimes still drawn at the frame it stopped at, a
+            # frame or two later (1 to 3 captures in 100 beside three CPU-bound processes, a capture twice in a
+            # row alike). A second capture must then be still; two lapses in a row are about 1 in 2,000.
+            reduced = decode(shot(client, org, moving, reduce_motion="true", delay=delay))
         assert differing_pixels(reduced, reference) == 0, f"delay={delay}: {differing_region(reduced, reference)}"
+
+
+def _only_in_the_video(a: pyvips.Image, b: pyvips.Image) -> bool:
+    left, top, width, height = VIDEO_BOX
+    outside = a.copy().draw_rect([0, 0, 0], left, top, width, height, fill=True)
+    return differing_pixels(outside, b.copy().draw_rect([0, 0, 0], left, top, width, height, fill=True)) == 0
 
 
 def test_reduce_motion_reaches_motion_started_by_scrolling(client: httpx.Client, org: Org, site: Site) -> None:

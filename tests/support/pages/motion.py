@@ -22,6 +22,7 @@ from tests.support.pages.consent import LIBRARY_URL
 SWIPER = LIBRARY_URL + "swiper/"
 BOOTSTRAP = LIBRARY_URL + "bootstrap/dist/"
 REVEAL_TOP = 2400  # CSS px: where the reveal-on-scroll box sits (a full-page capture reaches it)
+VIDEO_BOX = (520, 10, 160, 90)  # CSS px: the video's left, top, width and height
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
 <link rel="stylesheet" href="{swiper}swiper-bundle.min.css">
@@ -42,7 +43,8 @@ body { margin: 0; background: #ffffff; height: 2700px; position: relative; }
 #web { top: 270px; left: 0; background: #804000; }
 #pref { top: 110px; left: 240px; background: #ff0000; }
 @media (prefers-reduced-motion: reduce) { #pref { background: #00ff00; } }
-video { position: absolute; top: 10px; left: 520px; width: 160px; height: 90px; }
+video { position: absolute; top: {video_top}px; left: {video_left}px;
+        width: {video_width}px; height: {video_height}px; }
 .swiper { position: absolute; top: 380px; left: 0; width: 300px; height: 120px; }
 .swiper-slide { height: 120px; }
 #carousel { position: absolute; top: 380px; left: 340px; width: 300px; }
@@ -91,7 +93,9 @@ STILL_CSS = """#finite, #spin, #pulse { animation: none; } #finite { transform: 
 
 
 def page(still: bool) -> bytes:
+    left, top, width, height = VIDEO_BOX
     values = {"swiper": SWIPER, "bootstrap": BOOTSTRAP, "reveal_top": str(REVEAL_TOP),
+              "video_left": str(left), "video_top": str(top), "video_width": str(width), "video_height": str(height),
               "still_css": STILL_CSS if still else "", "still": "true" if still else "false",
               "video_attrs": "" if still else "autoplay loop",
               "carousel_attrs": "" if still else 'data-bs-ride="carousel" data-bs-interval="300"'}
