@@ -1,5 +1,5 @@
 """The CPUs a worker's job runs on: batch work stays off the interactive reserve's while interactive work comes, and
-where the worker may, runs only on the CPU time interactive work leaves.
+runs only on the CPU time interactive work leaves, as far as the kernel lets the worker say so.
 
 The interactive reserve (SCREENSHOT_INTERACTIVE_RESERVE) keeps workers free for captures a client waits for; on a
 machine whose workers share its CPUs, a batch job rendering beside such a capture still takes its share of every
@@ -13,17 +13,30 @@ reserve in force to other work or back.
 
 Affinity alone leaves the batch CPUs shared: a capture uses more than one CPU (Chromium's browser process, its
 compositor and renderer, the driver), and what it runs on the batch CPUs there competes with batch work as an equal.
-Where the worker may raise a thread's scheduling back (CAP_SYS_NICE: root outside a container, or a container given
-SYS_NICE; found once, on a thread of its own), batch work in the reserve's time also moves its Chromium and driver
-to the idle scheduling class (SCHED_IDLE), which runs only when no ordinary thread wants the CPU, and back for any
-other job. Chromium's own thread priorities (nice values) do not lift a thread out of that class. The worker's own
-process stays in the ordinary class: its heartbeat says it is alive, and must never wait behind other work.
-Without the privilege the class would be a one-way move (an unprivileged thread may lower its scheduling but not
-raise it back), so affinity alone is used. A Chromium started anew during such work (after a crash) inherits the
-worker's affinity but its ordinary class, until the worker's next move. The idle class gives way to *any* ordinary
-thread, not only to interactive work: on a machine kept busy by something else, a batch job would get no CPU at all.
-So it is kept for at most IDLE_SECONDS of each job (a simple page's batch job takes a fraction of that), after which
-the job's browser is ordinary again, on the batch CPUs still: batch work is delayed by that much at most.
+So for such a batch job the worker also lowers its browser, in the two ways the kernel weighs threads:
+- Within a group of threads, by class. Where the worker may raise a thread's scheduling back (CAP_SYS_NICE: root
+  outside a container, or a container given SYS_NICE; found once, on a thread of its own), it moves its Chromium
+  and driver to the idle scheduling class (SCHED_IDLE), which runs only when no ordinary thread of the group wants
+  the CPU, and back for any other job. Chromium's own thread priorities (nice values) do not lift a thread out of
+  that class. Without the privilege the move would be one-way (an unprivileged thread may lower its scheduling but
+  not raise it back), so the class is not used.
+- Between groups. Where the kernel groups ordinary threads by session (autogroup: on in most distributions'
+  kernels, for processes outside a container's or a unit's own CPU cgroup), each group with work gets an equal
+  share of a CPU whatever its threads' classes, and Playwright starts Chromium in a session of its own: the batch
+  job's Chromium and the waiting client's split the batch CPU half and half, idle class or not (the fairness bench:
+  1.30x with the class alone, 1.06x with the group lowered too, in alternation). So the worker sets the group of
+  each session below its own (Chromium's) to nice GROUP_NICE through /proc/<pid>/autogroup, and back to 0 for any
+  other job. An owner may set a group's nice at 0 or above without privilege, so this needs none. The kernel takes
+  at most ten such changes a second for the whole machine (EAGAIN past that): a change is retried for up to
+  GROUP_RETRY_SECONDS, and one still refused is tried again before the next job.
+The worker's own process and group stay ordinary: its heartbeat says it is alive, and must never wait behind other
+work. A Chromium started anew during such work (after a crash) inherits the worker's affinity but its ordinary class
+and a group of its own, until the worker's next move.
+
+Either way the browser gives way to *any* ordinary work, not only to interactive work: on a machine kept busy by
+something else, a batch job would get next to no CPU at all. So it is lowered for at most IDLE_SECONDS of each job (a
+simple page's batch job takes a fraction of that), after which the job's browser is ordinary again, on the batch CPUs
+still: batch work is delayed by that much at most.
 """
 
 from __future__ import annotations
@@ -33,12 +46,18 @@ import logging
 import math
 import os
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-# The longest a batch job's browser stays in the idle class: then it is ordinary again for the rest of the job, so a
-# machine kept busy by other work (other programs, another deployment's workers) delays a batch job by this at most.
+# The longest a batch job's browser stays lowered (idle class, group): then it is ordinary again for the rest of the
+# job, so a machine kept busy by other work (other programs, another deployment's workers) delays a batch job by this
+# at most.
 IDLE_SECONDS = 1.0
+# The nice of the batch job's browser's session group meanwhile (the lowest: a weight of 15 against an ordinary 1024).
+GROUP_NICE = 19
+# How long a group's change is retried while the kernel's rate limit refuses it (a change each 0.1 s, machine-wide).
+GROUP_RETRY_SECONDS = 0.25
 
 
 def batch_cpus(allowed: frozenset[int], reserve_share: float) -> frozenset[int]:
@@ -85,14 +104,18 @@ def can_raise_scheduling() -> bool:
 
 
 class CpuPinning:
-    """Moves this process tree between all its CPUs and the batch ones, and its Chromium and driver between the
-    ordinary and the idle scheduling class where it may (settings.pin_batch_work)."""
+    """Moves this process tree between all its CPUs and the batch ones, its Chromium and driver between the ordinary
+    and the idle scheduling class where it may, and its browser's session group between nice 0 and GROUP_NICE where
+    the kernel groups by session (settings.pin_batch_work)."""
 
     def __init__(self, reserve_share: float, *, enabled: bool = True) -> None:
         self.all = frozenset(os.sched_getaffinity(0))
         self.batch = batch_cpus(self.all, reserve_share) if enabled else self.all
         # Batch work in the reserve's time yields the CPU to any other work (SCHED_IDLE), where that can be undone.
         self.idle_batch = enabled and reserve_share > 0 and can_raise_scheduling()
+        # ... and lowers the session groups below it (Chromium's), where the kernel groups by session.
+        self.lower_groups = enabled and reserve_share > 0 and groups_by_session()
+        self._lowered = False  # those groups are at GROUP_NICE now
         self._cpus = self.all  # where the tree runs now
         self._idle = False  # its Chromium and driver are in the idle class now
         self._lock = threading.Lock()  # for_job and the lift (a timer's thread) walk the tree one at a time
@@ -100,13 +123,13 @@ class CpuPinning:
         self.moves = 0  # times the tree was moved (for the tests)
 
     def for_job(self, *, reserved_batch: bool) -> None:
-        """Before a job: the batch CPUs (and the idle class, for at most IDLE_SECONDS) for a batch job taken while
-        the reserve is in force, else all CPUs and the ordinary class."""
+        """Before a job: the batch CPUs (and the idle class and lowered group, for at most IDLE_SECONDS) for a batch
+        job taken while the reserve is in force, else all CPUs, the ordinary class and nice 0."""
         with self._lock:
             if self._lift is not None:
                 self._lift.cancel()
                 self._lift = None
-            idle = reserved_batch and self.idle_batch
+            idle = reserved_batch and (self.idle_batch or self.lower_groups)
             self._move(self.batch if reserved_batch else self.all, idle)
             if idle:
                 self._lift = threading.Timer(IDLE_SECONDS, self._lift_now)
@@ -121,20 +144,72 @@ class CpuPinning:
                 self._lift = None
 
     def _move(self, cpus: frozenset[int], idle: bool) -> None:
-        """Every thread of the tree to `cpus`, and its Chromium and driver to the idle class or back, when either
-        changes (the walk reads every process's parent from /proc)."""
-        if cpus == self._cpus and idle == self._idle:
+        """Every thread of the tree to `cpus`, and its Chromium and driver to the idle class and its browser's session
+        group to GROUP_NICE or back, when any of these changes (the walk reads every process's parent from /proc)."""
+        lower = idle and self.lower_groups
+        if cpus == self._cpus and idle == self._idle and lower == self._lowered:
             return
-        classes = idle != self._idle
+        classes = idle != self._idle and self.idle_batch
         self._cpus, self._idle = cpus, idle
         self.moves += 1
         policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
         own = os.getpid()
-        for pid in process_tree(own):
+        tree = process_tree(own)
+        for pid in tree:
             with contextlib.suppress(OSError):  # a process or thread that has just ended
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     with contextlib.suppress(OSError, ValueError):
                         os.sched_setaffinity(int(task.name), cpus)
                         if pid != own and classes:
                             os.sched_setscheduler(int(task.name), policy, os.sched_param(0))
+        if lower != self._lowered:
+            if set_group_nice(own, tree, GROUP_NICE if lower else 0, retry_seconds=GROUP_RETRY_SECONDS):
+                self._lowered = lower
+            else:
+                log.warning("the kernel refused to %s the browser's session group (at most ten changes a second on "
+                            "this machine); %s", "lower" if lower else "raise",
+                            "this batch job competes as an equal" if lower else "it is tried again before the next job")
         log.debug("worker on CPUs %s, its browser %s", sorted(cpus), "idle" if idle else "ordinary")
+
+
+def groups_by_session() -> bool:
+    """Whether the kernel groups ordinary threads by session (autogroup) and says so."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1" and \
+            Path("/proc/self/autogroup").exists()
+    except OSError:
+        return False
+
+
+def session_group(pid: int) -> str:
+    """The session group (autogroup) `pid` is in, e.g. "/autogroup-6172"."""
+    return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+
+
+def set_group_nice(own: int, tree: list[int], nice: int, *, retry_seconds: float) -> bool:
+    """Every session group of `tree` but `own`'s to `nice`, retrying for `retry_seconds` while the kernel's rate limit
+    refuses (EAGAIN); whether none was refused. A process that has just ended is passed over."""
+    try:
+        done = {session_group(own)}
+    except (OSError, IndexError):
+        return False
+    deadline = time.monotonic() + retry_seconds
+    for pid in tree:
+        try:
+            group = session_group(pid)
+        except (OSError, IndexError):
+            continue
+        if group in done:
+            continue
+        while True:
+            try:
+                Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+            except OSError:
+                break  # ended meanwhile
+        done.add(group)
+    return True

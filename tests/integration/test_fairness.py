@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from render.queue.keys import LANE_KEY, job_key
-from render.worker.cpus import batch_cpus, can_raise_scheduling
+from render.worker.cpus import GROUP_NICE, batch_cpus, can_raise_scheduling, groups_by_session
 from tests.conftest import Org
 from tests.support.servers import RunningService, metric, process_tree, running_service, wait_for
 from tests.support.site import Site
@@ -129,12 +129,23 @@ def _classes_below(pid: int) -> set[int]:
     return found
 
 
+def _group_nices_below(pid: int) -> dict[str, int]:
+    """The nice of each session group (autogroup) of the processes below `pid`, by group: its Chromium's, its own."""
+    found = {}
+    for process in process_tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            group, _, nice = Path(f"/proc/{process}/autogroup").read_text().split()
+            found[group] = int(nice)
+    return found
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs or more")
 def test_batch_work_keeps_off_the_reserve_s_cpus_while_clients_wait(
         shared: RunningService, site: Site, make_org_in) -> None:  # type: ignore[no-untyped-def]
     """SCREENSHOT_PIN_BATCH_WORK: an async capture taken while interactive captures come renders, its worker's
     Chromium included, on the CPUs but the reserve's share (render.worker.cpus), and, where the worker may raise
-    them back (root here), with its Chromium and driver in the idle scheduling class."""
+    them back (root here), with its Chromium and driver in the idle scheduling class; where the kernel groups
+    threads by session, its Chromium's group lowered, the worker's own not."""
     org = make_org_in(shared.redis_url, quota=100, concurrency=4)
     batch = ",".join(str(cpu) for cpu in sorted(batch_cpus(frozenset(os.sched_getaffinity(0)), 0.25)))
     connection = redis.Redis.from_url(shared.redis_url)
@@ -148,5 +159,9 @@ def test_batch_work_keeps_off_the_reserve_s_cpus_while_clients_wait(
         assert seen == {batch}, seen
         classes = _classes_below(worker)
         assert classes == ({os.SCHED_IDLE} if can_raise_scheduling() else {os.SCHED_OTHER}), classes
+        if groups_by_session():
+            groups = _group_nices_below(worker)
+            own = Path(f"/proc/{worker}/autogroup").read_text().split()[0]
+            assert groups.pop(own) == 0 and groups and set(groups.values()) == {GROUP_NICE}, groups
         wait_for(lambda: connection.hget(job_key(reference), "status") == b"done", 30, "the job done")
     connection.close()

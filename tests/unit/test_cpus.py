@@ -1,6 +1,7 @@
 """Which CPUs batch work keeps to while the interactive reserve is in force (render/worker/cpus.py), that the
-move reaches every thread of the process tree, and that its browser yields the CPU (the idle scheduling class) only
-where the worker may raise it back."""
+move reaches every thread of the process tree, that its browser yields the CPU (the idle scheduling class) only
+where the worker may raise it back, and that its browser's session group is lowered and raised back, privileged or
+not, where the kernel groups by session."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from render.worker import cpus
-from render.worker.cpus import CpuPinning, batch_cpus, can_raise_scheduling
+from render.worker.cpus import CpuPinning, batch_cpus, can_raise_scheduling, groups_by_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,3 +119,95 @@ def test_without_the_privilege_batch_work_keeps_the_ordinary_class() -> None:
         command = [setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *command]
     answer = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     assert answer.stdout.strip() == "False", answer.stderr
+
+
+def _group_nice(pid: int) -> int:
+    """The nice of `pid`'s session group, from /proc/<pid>/autogroup ("/autogroup-6172 nice 19")."""
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+
+
+def _in_a_session_of_its_own() -> subprocess.Popen[str]:
+    """A child that leads a session of its own, as Playwright starts Chromium."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "up"
+    return child
+
+
+@pytest.mark.skipif(not groups_by_session(), reason="the kernel does not group threads by session here")
+def test_a_batch_job_s_browser_session_group_is_lowered_and_raised_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class does not reach across session groups, each of which gets an equal share of a CPU: the browser's
+    group is lowered for a batch job's idle time, and is at nice 0 again after it and for any other job."""
+    monkeypatch.setattr(cpus, "IDLE_SECONDS", 0.3)
+    before = os.sched_getaffinity(0)
+    child = _in_a_session_of_its_own()
+    try:
+        pinning = CpuPinning(0.25)
+        assert pinning.lower_groups
+        pinning.for_job(reserved_batch=True)
+        assert _group_nice(child.pid) == cpus.GROUP_NICE and _group_nice(os.getpid()) == 0  # never the worker's own
+        deadline = time.monotonic() + 10
+        while _group_nice(child.pid) != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group_nice(child.pid) == 0, "the browser's group stayed lowered past the idle time"
+        pinning.for_job(reserved_batch=True)
+        assert _group_nice(child.pid) == cpus.GROUP_NICE
+        pinning.for_job(reserved_batch=False)  # at once, within the rate limit: retried until it is taken
+        assert _group_nice(child.pid) == 0
+        assert not CpuPinning(0.0).lower_groups and not CpuPinning(0.25, enabled=False).lower_groups
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+        os.sched_setaffinity(0, before)
+
+
+def test_a_group_the_kernel_refused_to_raise_is_raised_before_the_next_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel takes ten group changes a second for the whole machine; a raise it refused past the retries is
+    tried again before the next job rather than left lowered."""
+    calls: list[int] = []
+    answers = iter([True, False, True])
+
+    def set_nice(own: int, tree: list[int], nice: int, *, retry_seconds: float) -> bool:
+        calls.append(nice)
+        return next(answers)
+
+    monkeypatch.setattr(cpus, "set_group_nice", set_nice)
+    monkeypatch.setattr(cpus, "groups_by_session", lambda: True)
+    before = os.sched_getaffinity(0)
+    try:
+        pinning = CpuPinning(0.25)
+        pinning.for_job(reserved_batch=True)
+        pinning.for_job(reserved_batch=False)  # refused
+        pinning.for_job(reserved_batch=False)  # tried again
+        pinning.for_job(reserved_batch=False)  # done: nothing more
+        assert calls == [cpus.GROUP_NICE, 0, 0]
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@pytest.mark.skipif(not groups_by_session(), reason="the kernel does not group threads by session here")
+def test_an_unprivileged_worker_lowers_and_raises_the_group_too() -> None:
+    """A group's nice at 0 or above needs no privilege, unlike the idle class: a worker without CAP_SYS_NICE (as in a
+    container) still lowers its browser's group and raises it back."""
+    script = ("import subprocess, sys, time\n"
+              "from pathlib import Path\n"
+              "from render.worker.cpus import CpuPinning\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'],\n"
+              "                         start_new_session=True)\n"
+              "time.sleep(0.2)\n"
+              "nice = lambda: Path(f'/proc/{child.pid}/autogroup').read_text().split()[-1]\n"
+              "pinning = CpuPinning(0.25)\n"
+              "pinning.for_job(reserved_batch=True)\n"
+              "lowered = nice()\n"
+              "pinning.for_job(reserved_batch=False)\n"
+              "print(pinning.idle_batch, lowered, nice())\n"
+              "child.kill()\n")
+    command = [sys.executable, "-c", script]
+    if can_raise_scheduling():
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("setpriv (util-linux) is needed to drop CAP_SYS_NICE")
+        command = [setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *command]
+    answer = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, timeout=60)
+    assert answer.stdout.split() == ["False", str(cpus.GROUP_NICE), "0"], answer.stderr
