@@ -40,18 +40,39 @@ async () => {
     else swiper.slideTo(0, 0, false);
   });
   const bootstrap = window.bootstrap;
+  const settling = [];
   each('.carousel', element => {
     const carousel = bootstrap && bootstrap.Carousel && bootstrap.Carousel.getInstance(element);
     if (!carousel) return false;
     carousel.pause();
-    const items = element.querySelectorAll('.carousel-item');
-    items.forEach((item, index) => {
-      item.classList.remove('carousel-item-start', 'carousel-item-end', 'carousel-item-next', 'carousel-item-prev');
-      item.classList.toggle('active', index === 0);
-    });
-    element.querySelectorAll('[data-bs-slide-to]').forEach((button, index) => {
-      button.classList.toggle('active', index === 0);
-    });
+    const first = () => {
+      element.querySelectorAll('.carousel-item').forEach((item, index) => {
+        item.classList.remove('carousel-item-start', 'carousel-item-end', 'carousel-item-next', 'carousel-item-prev');
+        item.classList.toggle('active', index === 0);
+      });
+      element.querySelectorAll('[data-bs-slide-to]').forEach((button, index) => {
+        button.classList.toggle('active', index === 0);
+      });
+    };
+    // A slide under way ends in a callback of Bootstrap's own, on its transition's end (which the loop above
+    // brought forward), that makes the next item active: shown at the first only once that has run, or the
+    // callback would undo it before or between captures.
+    if (!element.querySelector('.carousel-item-next, .carousel-item-prev')) {
+      first();
+      return;
+    }
+    settling.push(new Promise(resolve => {
+      let done = false;
+      const settle = () => {
+        if (!done) {
+          done = true;
+          first();
+          resolve();
+        }
+      };
+      element.addEventListener('slid.bs.carousel', settle, {once: true});
+      setTimeout(settle, 1000);
+    }));
   });
   const jquery = window.jQuery;
   if (jquery && jquery.fn) {
@@ -75,6 +96,7 @@ async () => {
       flickity.select(0, false, true);
     });
   }
+  await Promise.all(settling);
   // A slide change above may have started transitions of its own: those end at once too.
   for (const animation of document.getAnimations()) {
     try {

@@ -23,6 +23,7 @@ SWIPER = LIBRARY_URL + "swiper/"
 BOOTSTRAP = LIBRARY_URL + "bootstrap/dist/"
 REVEAL_TOP = 2400  # CSS px: where the reveal-on-scroll box sits (a full-page capture reaches it)
 VIDEO_BOX = (520, 10, 160, 90)  # CSS px: the video's left, top, width and height
+CAROUSEL_BOX = (340, 380, 300, 120)  # CSS px: the Bootstrap carousel's
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
 <link rel="stylesheet" href="{swiper}swiper-bundle.min.css">
@@ -47,12 +48,13 @@ video { position: absolute; top: {video_top}px; left: {video_left}px;
         width: {video_width}px; height: {video_height}px; }
 .swiper { position: absolute; top: 380px; left: 0; width: 300px; height: 120px; }
 .swiper-slide { height: 120px; }
-#carousel { position: absolute; top: 380px; left: 340px; width: 300px; }
-.carousel-item div { height: 120px; }
+#carousel { position: absolute; top: {carousel_top}px; left: {carousel_left}px; width: {carousel_width}px; }
+.carousel-item div { height: {carousel_height}px; }
 #reveal { top: {reveal_top}px; left: 0; width: 200px; height: 200px; background: #2040ff; }
 #reveal.in { animation: rise 10s linear both; }
 @keyframes rise { from { opacity: 0; transform: translateY(150px); } to { opacity: 1; transform: none; } }
 {still_css}
+{slides_css}
 </style></head><body>
 <div class="box" id="finite"></div><div class="box" id="spin"></div><div class="box" id="pulse"></div>
 <div class="box" id="grow"></div><div class="box" id="web"></div><div class="box" id="pref"></div>
@@ -92,10 +94,16 @@ STILL_CSS = """#finite, #spin, #pulse { animation: none; } #finite { transform: 
 #grow { width: 420px; transition: none; } #web { transform: translateX(300px); }"""
 
 
-def page(still: bool) -> bytes:
+def page(still: bool, slow_slides: bool = False) -> bytes:
+    """The page; `slow_slides`: the carousel's slides take 5 s each (Bootstrap's take 0.6 s), so a capture a second
+    after load finds it in the middle of its first."""
     left, top, width, height = VIDEO_BOX
+    carousel_left, carousel_top, carousel_width, carousel_height = CAROUSEL_BOX
     values = {"swiper": SWIPER, "bootstrap": BOOTSTRAP, "reveal_top": str(REVEAL_TOP),
               "video_left": str(left), "video_top": str(top), "video_width": str(width), "video_height": str(height),
+              "carousel_left": str(carousel_left), "carousel_top": str(carousel_top),
+              "carousel_width": str(carousel_width), "carousel_height": str(carousel_height),
+              "slides_css": ".carousel-item { transition-duration: 5s; }" if slow_slides else "",
               "still_css": STILL_CSS if still else "", "still": "true" if still else "false",
               "video_attrs": "" if still else "autoplay loop",
               "carousel_attrs": "" if still else 'data-bs-ride="carousel" data-bs-interval="300"'}
@@ -117,5 +125,5 @@ def clip() -> bytes:
 
 def routes() -> dict[str, Any]:
     html = "text/html; charset=utf-8"
-    return {"/motion/page.html": lambda q: (200, html, page(bool(q.get("still")))),
+    return {"/motion/page.html": lambda q: (200, html, page(bool(q.get("still")), bool(q.get("slow_slides")))),
             "/motion/clip.webm": lambda q: (200, "video/webm", clip())}
