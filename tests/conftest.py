@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -63,8 +64,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SHARD and _took:
         shards.MEASURED.mkdir(exist_ok=True)
         share = SHARD.replace("/", "-of-")
-        (shards.MEASURED / f"test-durations-{share}.json").write_text(json.dumps(_took, indent=1) + "\n")
+        (shards.MEASURED / f"test-durations-{share}.json").write_text(
+            json.dumps(shards.with_background(_took), indent=1) + "\n")
 DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def file_of_test(request: pytest.FixtureRequest, name: str) -> str:
+    """The file of the session's test called `name`."""
+    return shards.file_of(next(item.nodeid for item in request.session.items if item.name == name))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -75,11 +82,13 @@ def lock_resolution(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     if not any(item.name == LOCK_TEST for item in request.session.items) or not os.path.exists(DEBIAN_PYTHON):
         yield None
         return
+    started = time.monotonic()
     venv = tmp_path_factory.mktemp("lock") / "venv"
     script = (f'{DEBIAN_PYTHON} -c "import sys; print(sys.version_info[:3])" >&2 && {DEBIAN_PYTHON} -m venv {venv} '
               f'&& {venv}/bin/pip install --dry-run --quiet --no-input -c requirements.lock -e ".[dev]"')
     process = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
+    shards.in_background(file_of_test(request, LOCK_TEST), process, started)
     try:
         yield process
     finally:
