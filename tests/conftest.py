@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -82,13 +81,11 @@ def lock_resolution(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     if not any(item.name == LOCK_TEST for item in request.session.items) or not os.path.exists(DEBIAN_PYTHON):
         yield None
         return
-    started = time.monotonic()
     venv = tmp_path_factory.mktemp("lock") / "venv"
     script = (f'{DEBIAN_PYTHON} -c "import sys; print(sys.version_info[:3])" >&2 && {DEBIAN_PYTHON} -m venv {venv} '
               f'&& {venv}/bin/pip install --dry-run --quiet --no-input -c requirements.lock -e ".[dev]"')
     process = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
-    shards.in_background(file_of_test(request, LOCK_TEST), process, started)
     try:
         yield process
     finally:

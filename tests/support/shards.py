@@ -9,11 +9,12 @@ service), so a file never straddles two: its module fixtures start once. tests/e
 `run` instances are heavy on processes) and runs last in it; tests/cluster runs before both shares, alone (ALONE).
 
 Every run writes what its files took to var/test-durations-<share>.json; `python -m tests.support.shards`
-merges those into tests/durations.json (after adding or slowing tests). A file whose test joins work started with the
-session (the contract run, the TypeScript MCP scenario, the lock's resolution) took that work's whole time, from its
-start to its end (`in_background`): it ran beside the share's other files all along, and the test's own time is only
-what was left of it when the test came (39 s in one run, 210 s in the next, for the same 2 to 3 minutes of contract
-run), so the shares were balanced on the wrong figure.
+merges those into tests/durations.json (after adding or slowing tests). A file whose test joins CPU-bound work started
+with the session (the contract run, the TypeScript MCP scenario: each a service and its client) took that work's whole
+time, from its start to its end (`in_background`): it ran beside the share's other files all along, and the test's
+own time is only what was left of it when the test came (39 s in one run, 210 s in the next, for the same 2 to 3
+minutes of contract run), so the shares were balanced on the wrong figure. The lock's resolution, started with the
+session too, mostly waits on the package index (154 s of it in one run): it keeps its test's own time.
 """
 
 from __future__ import annotations
