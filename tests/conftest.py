@@ -63,14 +63,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SHARD and _took:
         shards.MEASURED.mkdir(exist_ok=True)
         share = SHARD.replace("/", "-of-")
-        (shards.MEASURED / f"test-durations-{share}.json").write_text(
-            json.dumps(shards.with_background(_took), indent=1) + "\n")
+        (shards.MEASURED / f"test-durations-{share}.json").write_text(json.dumps(_took, indent=1) + "\n")
 DEBIAN_PYTHON = "/usr/bin/python3"
-
-
-def file_of_test(request: pytest.FixtureRequest, name: str) -> str:
-    """The file of the session's test called `name`."""
-    return shards.file_of(next(item.nodeid for item in request.session.items if item.name == name))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,7 @@ import httpx
 import pytest
 
 from tests.cluster.network import available
-from tests.conftest import ROOT, create_org, file_of_test
-from tests.support import shards
+from tests.conftest import ROOT, create_org
 from tests.support.servers import RunningService, free_port, redis_server, running_service, wait_for
 from tests.support.site import Site
 
@@ -69,7 +67,6 @@ def typescript_mcp_run(request: pytest.FixtureRequest, site: Site, tmp_path_fact
     if not any(item.name == TYPESCRIPT_TEST for item in request.session.items):
         yield None
         return
-    started = time.monotonic()
     data = tmp_path_factory.mktemp("typescript-mcp")
     (data / "redis").mkdir()
     with redis_server(data / "redis") as redis_url, running_service(redis_url, data, workers=TS_WORKERS) as service:
@@ -88,7 +85,6 @@ def typescript_mcp_run(request: pytest.FixtureRequest, site: Site, tmp_path_fact
             with (data / "client.out").open("wb") as out, (data / "client.err").open("wb") as err:
                 node = subprocess.Popen(["node", str(TS_CLIENT), json.dumps(plan)], cwd=ROOT, env=environment(),
                                         stdout=out, stderr=err)  # files: nobody reads a pipe while it runs
-            shards.in_background(file_of_test(request, TYPESCRIPT_TEST), node, started)
             try:
                 yield TypeScriptRun(node, service, org.access_key, 2, data)
             finally:
@@ -136,7 +132,6 @@ def contract_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if not any(item.name == CONTRACT_TEST for item in request.session.items):
         yield None
         return
-    started = time.monotonic()
     directory = tmp_path_factory.mktemp("contract")
     why = available()
     if why:
@@ -149,7 +144,6 @@ def contract_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
              str(CONTRACT_WORKERS), "--request-timeout", str(CONTRACT_REQUEST_TIMEOUT), "--max-response-time",
              str(CONTRACT_REQUEST_TIMEOUT)],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    shards.in_background(file_of_test(request, CONTRACT_TEST), process, started)
     try:
         yield ContractRun(process, directory)
     finally:

@@ -9,22 +9,14 @@ service), so a file never straddles two: its module fixtures start once. tests/e
 `run` instances are heavy on processes) and runs last in it; tests/cluster runs before both shares, alone (ALONE).
 
 Every run writes what its files took to var/test-durations-<share>.json; `python -m tests.support.shards`
-merges those into tests/durations.json (after adding or slowing tests). A file whose test joins CPU-bound work started
-with the session (the contract run, the TypeScript MCP scenario: each a service and its client) took that work's whole
-time, from its start to its end (`in_background`): it ran beside the share's other files all along, and the test's
-own time is only what was left of it when the test came (39 s in one run, 210 s in the next, for the same 2 to 3
-minutes of contract run), so the shares were balanced on the wrong figure. The lock's resolution, started with the
-session too, mostly waits on the package index (154 s of it in one run): it keeps its test's own time.
+merges those into tests/durations.json (after adding or slowing tests).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -89,24 +81,6 @@ def in_order(items: list[T], nodeid: Callable[[T], str]) -> list[T]:
     MCP scenario, the lock's resolution: tests/integration/conftest.py) is over by then, and the failover and
     chaos tests do not meet it on this machine's 2 cores."""
     return sorted(items, key=lambda item: unit_of(file_of(nodeid(item))) in WHOLE)
-
-
-_background: dict[str, float] = {}  # seconds of work started with the session, by the file whose test joins it
-
-
-def in_background(path: str, process: subprocess.Popen[bytes] | subprocess.Popen[str], started: float) -> None:
-    """Counts `process`, started for the test of the file at `path` (its work begun at `started`, monotonic), into
-    what that file took, once the process ends."""
-    def wait() -> None:
-        process.wait()
-        _background[path] = time.monotonic() - started
-
-    threading.Thread(target=wait, name=f"background {path}", daemon=True).start()
-
-
-def with_background(took: dict[str, float]) -> dict[str, float]:
-    """What each file took, a file's work in the background counted whole."""
-    return {path: max(seconds, _background.get(path, 0.0)) for path, seconds in took.items()}
 
 
 def known() -> dict[str, float]:

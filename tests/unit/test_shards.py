@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import time
-
 import pytest
 
 from tests.support import shards
@@ -72,18 +69,3 @@ def test_what_runs_alone_is_in_no_share() -> None:
     placed = shards.assign(ids(dict.fromkeys(durations, 2)), 2, durations)
     assert placed == {"tests/cluster/test_failover.py": 0, "tests/integration/test_x.py": 1,
                       "tests/integration/test_y.py": 2}
-
-
-def test_a_file_whose_test_joins_work_of_the_session_took_that_work_whole() -> None:
-    """The contract run starts with the session and its test only joins it: the file took the run's whole time."""
-    started = time.monotonic()
-    process = subprocess.Popen(["sleep", "0.3"])
-    shards.in_background("tests/integration/test_background.py", process, started)
-    process.wait()
-    deadline = time.monotonic() + 10
-    took = {"tests/integration/test_background.py": 0.01, "tests/integration/test_other.py": 0.5}
-    while shards.with_background(took)["tests/integration/test_background.py"] < 0.3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    counted = shards.with_background(took)
-    assert counted["tests/integration/test_background.py"] >= 0.3
-    assert counted["tests/integration/test_other.py"] == 0.5
