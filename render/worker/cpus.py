@@ -28,7 +28,8 @@ So for such a batch job the worker also lowers its browser, in the two ways the 
   each session below its own (Chromium's) to nice GROUP_NICE through /proc/<pid>/autogroup, and back to 0 for any
   other job. An owner may set a group's nice at 0 or above without privilege, so this needs none. The kernel takes
   at most ten such changes a second for the whole machine (EAGAIN past that): a change is retried for up to
-  GROUP_RETRY_SECONDS, and one still refused is tried again before the next job.
+  GROUP_RETRY_SECONDS, one still refused is tried again before the next job, and a group at the nice wanted already
+  is not written.
 The worker's own process and group stay ordinary: its heartbeat says it is alive, and must never wait behind other
 work. A Chromium started anew during such work (after a crash) inherits the worker's affinity but its ordinary class
 and a group of its own, until the worker's next move.
@@ -181,25 +182,28 @@ def groups_by_session() -> bool:
         return False
 
 
-def session_group(pid: int) -> str:
-    """The session group (autogroup) `pid` is in, e.g. "/autogroup-6172"."""
-    return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+def session_group(pid: int) -> tuple[str, int]:
+    """The session group (autogroup) `pid` is in, e.g. "/autogroup-6172", and its nice."""
+    group, _, nice = Path(f"/proc/{pid}/autogroup").read_text().split()
+    return group, int(nice)
 
 
 def set_group_nice(own: int, tree: list[int], nice: int, *, retry_seconds: float) -> bool:
     """Every session group of `tree` but `own`'s to `nice`, retrying for `retry_seconds` while the kernel's rate limit
-    refuses (EAGAIN); whether none was refused. A process that has just ended is passed over."""
+    refuses (EAGAIN); whether none was refused. A group at `nice` already is not written (each write takes one of the
+    machine's ten a second), and a process that has just ended is passed over."""
     try:
-        done = {session_group(own)}
-    except (OSError, IndexError):
+        done = {session_group(own)[0]}
+    except (OSError, ValueError):
         return False
     deadline = time.monotonic() + retry_seconds
     for pid in tree:
         try:
-            group = session_group(pid)
-        except (OSError, IndexError):
+            group, now = session_group(pid)
+        except (OSError, ValueError):
             continue
-        if group in done:
+        if group in done or now == nice:
+            done.add(group)
             continue
         while True:
             try:
