@@ -16,20 +16,22 @@ SDK := tests/sdk/node_modules/.package-lock.json
 run: system venv rules
 	$(BIN)/screenshot-service run
 
-# Two pytest processes at once, each a share of the test files balanced by what they took last (tests/support/shards.py,
-# tests/durations.json): the suite mostly waits on pages and processes, so one process kept only about 0.8 of the
-# 2 cores busy. tests/cluster runs first, alone, as it always did at the suite's start (its failover test needs a
-# Redis primary whose replica keeps up, and recovers slower later in a loaded run: session 28's note). Then the
-# first share reports as it goes, the second's report follows. Any failing fails the target. Each has a temporary
-# directory of its own (short: the embedded Redis's socket lives in it).
+# Two pytest processes at once, each taking the next test file as it is ready for one, the longest first
+# (tests/support/shards.py; SCREENSHOT_TEST_CLAIMS is where they take them): the suite mostly waits on pages and
+# processes, so one process kept only about 0.8 of the 2 cores busy. tests/cluster runs first, alone, as it always
+# did at the suite's start (its failover test needs a Redis primary whose replica keeps up, and recovers slower
+# later in a loaded run: session 28's note). Then the first share reports as it goes, the second's report follows.
+# Any failing fails the target. Each has a temporary directory of its own (short: the embedded Redis's socket
+# lives in it).
 test: system venv rules corpus sdk lint
 	@mkdir -p var
 	@one=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); two=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); \
-	  three=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); \
+	  three=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); claims=$$(mktemp -d /tmp/screenshot-claims.XXXXXX); \
 	  $(BIN)/pytest tests/cluster --basetemp=$$three; alone=$$?; \
-	  SCREENSHOT_TEST_SHARD=2/2 $(BIN)/pytest --basetemp=$$two > var/tests-2-of-2.log 2>&1 & other=$$!; \
-	  SCREENSHOT_TEST_SHARD=1/2 $(BIN)/pytest --basetemp=$$one; first=$$?; \
-	  wait $$other; second=$$?; cat var/tests-2-of-2.log; \
+	  SCREENSHOT_TEST_CLAIMS=$$claims SCREENSHOT_TEST_SHARD=2/2 $(BIN)/pytest --basetemp=$$two \
+	    > var/tests-2-of-2.log 2>&1 & other=$$!; \
+	  SCREENSHOT_TEST_CLAIMS=$$claims SCREENSHOT_TEST_SHARD=1/2 $(BIN)/pytest --basetemp=$$one; first=$$?; \
+	  wait $$other; second=$$?; cat var/tests-2-of-2.log; rm -rf $$claims; \
 	  echo "make test: tests/cluster exited $$alone, the first share $$first, the second $$second"; \
 	  test $$first -eq 0 -a $$second -eq 0 -a $$alone -eq 0 && rm -rf $$one $$two $$three
 

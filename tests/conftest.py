@@ -14,6 +14,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,24 +34,63 @@ collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
 
 LOCK_TEST = "test_the_lock_resolves_under_debian_s_python"
 SHARD = os.environ.get("SCREENSHOT_TEST_SHARD", "")  # "1/2": this process runs the first of two shares (Makefile)
+# The directory where the shares take their files at run time (tests/support/shards.py); the Makefile makes it.
+CLAIMS = os.environ.get("SCREENSHOT_TEST_CLAIMS", "")
 _took: dict[str, float] = {}  # seconds each file's tests took in this run (setup, call and teardown)
+_claims: list[shards.Claims] = []  # this share's, once its tests are collected
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With SCREENSHOT_TEST_SHARD, only this share's files, the cluster and end-to-end ones last
-    (tests/support/shards.py)."""
+    """With SCREENSHOT_TEST_SHARD, the files this share may run: the anchored ones placed in it and every file the
+    shares take at run time (pytest_runtestloop), in their order (tests/support/shards.py)."""
     if not SHARD:
         return
     try:
         share, shares = shards.parse(SHARD)
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    placed = shards.assign((item.nodeid for item in items), shares, shards.known())
-    others = [item for item in items if placed[shards.file_of(item.nodeid)] != share]
+    if not CLAIMS or not os.path.isdir(CLAIMS):
+        raise pytest.UsageError("SCREENSHOT_TEST_SHARD needs SCREENSHOT_TEST_CLAIMS, a directory every share sees "
+                                "(made empty for each run): `make test` sets both")
+    weighed = shards.weights((item.nodeid for item in items), shards.known())
+    placed = shards.anchor(weighed, shares)
+
+    def runs_here(item: pytest.Item) -> bool:
+        unit = shards.unit_of(shards.file_of(item.nodeid))
+        return unit in weighed and placed.get(unit, share) == share
+
+    others = [item for item in items if not runs_here(item)]
     if others:
         config.hook.pytest_deselected(items=others)
-    items[:] = shards.in_order([item for item in items if placed[shards.file_of(item.nodeid)] == share],
-                               lambda item: item.nodeid)
+    items[:] = shards.in_order([item for item in items if runs_here(item)], lambda item: item.nodeid, weighed)
+    _claims.append(shards.Claims(Path(CLAIMS), weighed, shards.lead(weighed, placed, share, shares)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """A share runs the files it takes as it goes (shards.Claims.run); otherwise pytest's own loop. The next test
+    is known before each runs, as pytest's loop knows it (a module's fixtures end when the next test is not
+    in it)."""
+    if not _claims or session.config.option.collectonly:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
+                                  "during collection")
+    walk = _claims[0].run(session.items, lambda item: item.nodeid)
+    item = next(walk, None)
+    while item is not None:
+        following = next(walk, None)
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+        item = following
+    taken = _claims[0].taken
+    session.config.get_terminal_writer().line(
+        f"\nthis share took {len(taken)} of the files both shares take from (tests/support/shards.py); "
+        "the other share ran the rest")
+    return True
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
