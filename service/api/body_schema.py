@@ -29,18 +29,18 @@ from service.params import JsonNumber
 _TYPE_NAMES = {"boolean": "a boolean (true or false)", "integer": "an integer", "number": "a number",
                "string": "a string", "array": "an array", "object": "an object", "null": "null"}
 _MOST_CHOICES_NAMED = 12
-_VALIDATORS: dict[tuple[int, str], tuple[dict[str, Any], Draft202012Validator]] = {}
-_COMPILED: dict[tuple[int, str], tuple[dict[str, Any], Any]] = {}
+# Per (document, component): the document, its jsonschema-rs validator and its jsonschema one.
+_VALIDATORS: dict[tuple[int, str], tuple[dict[str, Any], Any, Draft202012Validator]] = {}
 
 
 def check(document: dict[str, Any], component: str, body: dict[str, Any], *, whole: bool = False) -> None:
     """Refuse `body` (parsed by service.params.parse_body) where it breaks component `component` of `document`:
     its JSON types only, or with `whole` every rule of the schema."""
     plain = _plain(body)
-    if _passes(component, document, plain):
+    fast, full = _validators(component, document)
+    if fast.is_valid(plain):
         return
-    found = [detail for error in _validator(component, document).iter_errors(plain)
-             for detail in _details(error, whole)]
+    found = [detail for error in full.iter_errors(plain) for detail in _details(error, whole)]
     if found:
         unique = list(dict.fromkeys(found))
         raise RequestNotValid("The body does not match the API's schema: " + "; ".join(
@@ -48,25 +48,15 @@ def check(document: dict[str, Any], component: str, body: dict[str, Any], *, who
             unique)
 
 
-def _validator(component: str, document: dict[str, Any]) -> Draft202012Validator:
-    """The validator of `component`, made once per document (built once per app and cached on it)."""
+def _validators(component: str, document: dict[str, Any]) -> tuple[Any, Draft202012Validator]:
+    """The jsonschema-rs and jsonschema validators of `component`, made once per document (built once per app and
+    cached on it)."""
     key = (id(document), component)
     held = _VALIDATORS.get(key)
     if held is None or held[0] is not document:
-        held = _VALIDATORS[key] = (document, Draft202012Validator(
-            {"$ref": f"#/components/schemas/{component}", "components": document["components"]}))
-    return held[1]
-
-
-def _passes(component: str, document: dict[str, Any], body: Any) -> bool:
-    """Whether jsonschema-rs finds `body` to keep every rule of component `component` (compiled once per
-    document, as `_validator`)."""
-    key = (id(document), component)
-    held = _COMPILED.get(key)
-    if held is None or held[0] is not document:
-        held = _COMPILED[key] = (document, jsonschema_rs.validator_for(
-            {"$ref": f"#/components/schemas/{component}", "components": document["components"]}))
-    return bool(held[1].is_valid(body))
+        schema = {"$ref": f"#/components/schemas/{component}", "components": document["components"]}
+        held = _VALIDATORS[key] = (document, jsonschema_rs.validator_for(schema), Draft202012Validator(schema))
+    return held[1], held[2]
 
 
 def _plain(value: Any) -> Any:
