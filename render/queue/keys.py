@@ -32,7 +32,7 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `metrics:counters` | hash | workers, deliverers | forever |
 | `cache:<digest>`, `cache-lock:<digest>` | string | the API | cache_ttl, seconds |
 | `sweep:<reference>` | string | the API's sweepers | seconds |
-| `monitor:<id>` | hash | the API (spec), deliverers (next run), workers (last run) | until deleted |
+| `monitor:<id>` | hash | the API (spec), deliverers (next run, the run under way), workers (last run) | until deleted |
 | `monitors:<org>` | set | the API | forever |
 | `monitor-runs:<id>` | list | workers | until deleted (keep_runs newest) |
 | `monitor-fired:<id>:<due>` | string | deliverers | 7 days |
@@ -135,7 +135,8 @@ MONITORS_DUE_KEY = "monitors:due"  # monitor id -> its next run (UNIX seconds): 
 
 
 def monitor_key(monitor_id: str) -> str:
-    """Hash of a monitor: its spec, sealed secrets, revision, next run, last run, failures in a row."""
+    """Hash of a monitor: its spec, sealed secrets, revision, next run, the run under way, last run, failures in a
+    row."""
     return f"monitor:{monitor_id}"
 
 

@@ -18,7 +18,7 @@ import redis
 from render.contract.comparing import Change
 from render.contract.monitoring import MonitorSpec
 from render.contract.wire import JobRequest, JobResult
-from render.queue.keys import COUNTERS_KEY, MONITORS_DUE_KEY, monitor_key, monitor_runs_key, monitors_key
+from render.queue.keys import COUNTERS_KEY, MONITORS_DUE_KEY, job_key, monitor_key, monitor_runs_key, monitors_key
 from render.queue.redis_client import text
 
 
@@ -108,6 +108,22 @@ def delete(connection: redis.Redis, monitor: Monitor) -> None:
 
 def ids_of(connection: redis.Redis, organisation: str) -> list[str]:
     return sorted(text(raw) for raw in connection.smembers(monitors_key(organisation)))
+
+
+def started(connection: redis.Redis, monitor_id: str, reference: str) -> None:
+    """`reference` is the monitor's run under way now (offered to the workers)."""
+    connection.hset(monitor_key(monitor_id), "running", reference)
+
+
+def under_way(connection: redis.Redis, monitor_id: str) -> str | None:
+    """The monitor's last started run while it is still waiting or rendering, else None: a monitor runs one run at
+    a time (a run due meanwhile is skipped), so that each run is compared with the one before it and failures in a
+    row are counted in order."""
+    reference = connection.hget(monitor_key(monitor_id), "running")
+    if not reference:
+        return None
+    status = connection.hget(job_key(text(reference)), "status")
+    return text(reference) if status is not None and text(status) in ("queued", "rendering") else None
 
 
 def runs(connection: redis.Redis, monitor_id: str, limit: int) -> list[dict[str, Any]]:

@@ -64,6 +64,10 @@ class SharedCounters(Collector):
         for outcome, count in (("unchanged", finished - changed - failed), ("changed", changed), ("failed", failed)):
             runs.add_metric([outcome], count)
         yield runs
+        skipped = CounterMetricFamily("screenshot_monitor_runs_skipped", "Monitor runs skipped: due while the "
+                                      "monitor's run before them was still waiting or rendering.")
+        skipped.add_metric([], self.snapshot.get("monitor_skipped", 0))
+        yield skipped
 
 
 class Metrics:

@@ -1,10 +1,16 @@
 """The firing of monitor runs, in the deliverer (`screenshot-service webhooks`): `fire` (the RQ job function
 render.queue.rq_jobs.fire runs) schedules the monitor's next run first (service.monitor_schedule), then starts this
 one as an async capture job whose worker compares it with the last success and records it
-(render.queue.monitors.record_run). A run is started once however often it fires: two schedulers moving it, a
-deliverer killed while firing it and the run fired again after the restart (`resume_interrupted`) all meet the
-same `monitor-fired:<id>:<due>` claim and the same run reference, and only a run whose job record does not exist
-yet is offered to the workers.
+(render.queue.monitors.record_run).
+
+A monitor runs one run at a time: a run due while the one before it still waits or renders (a slow page, a busy
+fleet) is skipped, as a cron job that forbids overlap skips it, and the next comes at the schedule's next time.
+Otherwise runs would overlap, each compared with whichever finished last, and a failure past
+`pause_after_failures` would still find the next run under way.
+
+A run is started once however often it fires: two schedulers moving it, a deliverer killed while firing it and the
+run fired again after the restart (`resume_interrupted`) all meet the same `monitor-fired:<id>:<due>` claim and the
+same run reference, and only a run whose job record does not exist yet is offered to the workers.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from render.contract.options import TakeOptions
 from render.contract.wire import JobRequest, JobResult
 from render.queue import async_jobs, lanes, monitors
 from render.queue.keys import (
+    COUNTERS_KEY,
     MONITORS_DUE_KEY,
     job_key,
     lane_key,
@@ -72,7 +79,14 @@ def fire(monitor_id: str, due: int, revision: int, attempt: int = 0) -> str:
     if not attempt:  # the chain goes on whatever becomes of this run
         schedule_run(connection, monitor_id, next_due(monitor.spec.schedule, due, time.time()), revision)
     reference = run_reference(monitor_id, due)
-    if connection.exists(job_key(reference)) or (not attempt and not claim(connection, monitor_id, due)):
+    if connection.exists(job_key(reference)):
+        return f"already started as {reference}"
+    running = monitors.under_way(connection, monitor_id)
+    if running is not None:  # one run at a time: this one is skipped, the chain goes on
+        connection.hincrby(COUNTERS_KEY, "monitor_skipped", 1)
+        log.info("monitor %s: run due %s skipped, its run %s still under way", monitor_id, iso_time(due), running)
+        return f"skipped: the run {running} is still under way"
+    if not attempt and not claim(connection, monitor_id, due):
         return f"already started as {reference}"
     try:
         start_run(connection, settings, monitor, due, reference)
@@ -131,6 +145,7 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
     if not offered.added:
         settle_now(connection, org.id, reference, success=False)
         raise over_share(offered, settings.service.max_queue)
+    monitors.started(connection, monitor.id, reference)
     log.info("monitor %s: run %s due %s started", monitor.id, reference, iso_time(due))
 
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import zoneinfo
@@ -37,8 +38,28 @@ pytestmark = pytest.mark.browser
 VIEW = {"viewport_width": 640, "viewport_height": 720, "device_scale_factor": 1}
 
 
+_made: list[tuple[str, str, str]] = []  # (the API, the key, the monitor) of each monitor a test made
+
+
 def create(client: httpx.Client, org: Org, **spec: Any) -> httpx.Response:
-    return client.post("/v1/monitors", json={"access_key": org.access_key, **spec})
+    answer = client.post("/v1/monitors", json={"access_key": org.access_key, **spec})
+    if answer.status_code == 201:
+        _made.append((str(client.base_url), org.access_key, answer.json()["id"]))
+    return answer
+
+
+@pytest.fixture(autouse=True)
+def _monitors_deleted() -> Iterator[None]:
+    """Every monitor a test made is deleted after it, passed or failed: one left running each second kept a
+    share's workers busy for the rest of its run (and another organisation's admission shared the queue with
+    it)."""
+    yield
+    while _made:
+        api, key, monitor_id = _made.pop()
+        try:
+            httpx.delete(f"{api.rstrip('/')}/v1/monitors/{monitor_id}", params={"access_key": key}, timeout=30)
+        except httpx.HTTPError:
+            pass  # its service is gone already
 
 
 def runs(client: httpx.Client, org: Org, monitor_id: str) -> list[dict[str, Any]]:
@@ -209,6 +230,52 @@ def test_a_monitor_pauses_itself_after_failures_in_a_row_and_resumes(client: htt
         paused = client.patch(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key},
                               json={"paused": True}).json()
         assert paused["paused"] is True and paused["next_run"] is None
+
+
+class SlowPage:
+    """A page that answers after 2.5 s, and the most fetches of it that were under way at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def __call__(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(2.5)
+            return 200, "text/html; charset=utf-8", b"<!doctype html><title>slow</title><h1>A slow page</h1>"
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_a_run_due_while_the_one_before_is_under_way_is_skipped(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                               site: Site) -> None:
+    """A page slower than its monitor's interval: one run at a time (never two fetches of the page at once), each
+    compared with the one before it; the runs due meanwhile are skipped and counted."""
+    org = make_org()
+    skipped_before = skipped_runs(client)
+    slow, path = SlowPage(), f"/watch/slow-{uuid.uuid4().hex}.html"
+    site.server.routes[path] = slow
+    monitor = create(client, org, request={"url": site.url(path), **VIEW}, schedule={"interval": 1})
+    assert monitor.status_code == 201, monitor.text
+    monitor_id = monitor.json()["id"]
+    history = wait_until(lambda: found if len(found := runs(client, org, monitor_id)) >= 3 else None, 90,
+                         "three runs")
+    assert client.delete(f"/v1/monitors/{monitor_id}", params={"access_key": org.access_key}).status_code == 200
+    assert slow.most == 1, f"{slow.most} runs fetched the page at once"
+    assert [run["status"] for run in history] == ["done"] * len(history), history
+    for newer, older in zip(history, history[1:], strict=False):  # newest first
+        assert newer["previous_reference"] == older["reference"], (newer, older)
+    assert skipped_runs(client) > skipped_before
+
+
+def skipped_runs(client: httpx.Client) -> float:
+    found = re.search(r"^screenshot_monitor_runs_skipped_total (\S+)$", client.get("/metrics").text, re.M)
+    assert found is not None, "/metrics has no screenshot_monitor_runs_skipped_total"
+    return float(found.group(1))
 
 
 def test_a_cron_schedule_runs_at_its_times_in_its_time_zone(client: httpx.Client, make_org, site: Site) -> None:  # type: ignore[no-untyped-def]
