@@ -182,9 +182,14 @@ def groups_by_session() -> bool:
         return False
 
 
-def session_group(pid: int) -> tuple[str, int]:
-    """The session group (autogroup) `pid` is in, e.g. "/autogroup-6172", and its nice."""
-    group, _, nice = Path(f"/proc/{pid}/autogroup").read_text().split()
+def session_group(pid: int) -> tuple[str, int] | None:
+    """The session group (autogroup) `pid` is in, e.g. "/autogroup-6172", and its nice; None for the group of the
+    first session (init's, and of every process that never started a session of its own, as a container's or a CI
+    runner's may not), which the kernel shows as nothing and would not renice."""
+    words = Path(f"/proc/{pid}/autogroup").read_text().split()
+    if not words:
+        return None
+    group, _, nice = words
     return group, int(nice)
 
 
@@ -193,15 +198,19 @@ def set_group_nice(own: int, tree: list[int], nice: int, *, retry_seconds: float
     refuses (EAGAIN); whether none was refused. A group at `nice` already is not written (each write takes one of the
     machine's ten a second), and a process that has just ended is passed over."""
     try:
-        done = {session_group(own)[0]}
+        own_group = session_group(own)
     except (OSError, ValueError):
         return False
+    done = {own_group[0]} if own_group is not None else set()
     deadline = time.monotonic() + retry_seconds
     for pid in tree:
         try:
-            group, now = session_group(pid)
+            found = session_group(pid)
         except (OSError, ValueError):
             continue
+        if found is None:  # the first session's group: the worker's own, or one the kernel would not change
+            continue
+        group, now = found
         if group in done or now == nice:
             done.add(group)
             continue
