@@ -35,6 +35,7 @@ from render.queue.keys import LANE_KEY, WORKERS_SEEN_KEY, alive_key, result_key
 from render.queue.records import ALIVE_TTL_SECONDS, record_job
 from service.organisations import OrganisationStore
 from tests.support.servers import (  # noqa: E501
+    cpu_seconds,
     free_port,
     process_tree,
     redis_server,
@@ -47,21 +48,6 @@ from tests.support.servers import (  # noqa: E501
 from tests.support.site import Site
 
 ROOT = Path(__file__).resolve().parent.parent
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes and their reaped children, from /proc."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return total / TICKS
-
 
 def redis_pid(url: str) -> int:
     return int(redis.Redis.from_url(url).info("server")["process_id"])

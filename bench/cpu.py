@@ -9,20 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
-from pathlib import Path
 
+from tests.support.servers import cpu_seconds as seconds
 from tests.support.servers import process_tree
 
-TICKS = os.sysconf("SC_CLK_TCK")
 PARTS = ("chromium", "worker", "driver", "api", "deliverer", "redis")
-
-
-def _seconds(pid: int) -> float:
-    """User and system time of `pid` and of its reaped children."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return sum(int(value) for value in fields[11:15]) / TICKS
-    return 0.0
 
 
 def _program(pid: int) -> str:
@@ -42,9 +33,9 @@ def cpu_seconds(roles: dict[str, int], redis_pid: int | None) -> Counter[str]:
                 part = "driver" if program == "node" else "worker" if pid == root else "chromium"
             else:
                 part = "deliverer" if role == "webhooks" else "api"
-            spent[part] += _seconds(pid)
+            spent[part] += seconds([pid])
     if redis_pid is not None:
-        spent["redis"] += _seconds(redis_pid)
+        spent["redis"] += seconds([redis_pid])
     return spent
 
 

@@ -22,29 +22,15 @@ from pathlib import Path
 
 import pytest
 
-TICKS = os.sysconf("SC_CLK_TCK")
+from tests.support.servers import cpu_seconds, process_tree
+
 OUT = Path(__file__).resolve().parents[1] / "var"
 _taken: dict[str, tuple[float, float]] = {}  # test -> (CPU seconds, wall seconds)
 
 
 def tree_cpu(root: int) -> float:
     """The CPU seconds of `root` and every process below it, with the children each has reaped."""
-    children: dict[int, list[int]] = {}
-    spent: dict[int, float] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        pid = int(stat.parent.name)
-        children.setdefault(int(fields[1]), []).append(pid)
-        spent[pid] = sum(int(value) for value in fields[11:15]) / TICKS
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += spent.get(pid, 0.0)
-        todo.extend(children.get(pid, []))
-    return total
+    return cpu_seconds(process_tree(root))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.run import SIMPLE, SITE_ADDRESS, Service, serve_bench_pages
 from render.settings import RenderSettings
+from tests.support.servers import cpu_seconds as process_cpu
 from tests.support.servers import process_tree
 from tests.support.site import Site
 
@@ -54,26 +55,19 @@ def cpu_seconds(roles: dict[str, int]) -> dict[str, float]:
     """CPU time (user + system, with reaped children's) so far of each role's process tree, by program: a
     worker's Python, its Playwright driver (node) and its Chromium apart; every redis-server; this process
     (the client and the benchmark's site)."""
-    tick = os.sysconf("SC_CLK_TCK")
     used: collections.Counter[str] = collections.Counter()
-
-    def times(pid: int) -> tuple[str, float]:
-        name = Path(f"/proc/{pid}/comm").read_text().strip()
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return name, sum(int(value) for value in fields[11:15]) / tick  # utime stime cutime cstime
-
     for role, root in roles.items():
         for pid in process_tree(root):
             try:
-                name, seconds = times(pid)
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 continue
             kind = "python" if pid == root else "node" if name.startswith("node") else "chromium"
-            used[f"{role} {kind}"] += seconds
+            used[f"{role} {kind}"] += process_cpu([pid])
     for stat in Path("/proc").glob("[0-9]*/comm"):
         try:
             if stat.read_text().strip() == "redis-server":
-                used["redis-server"] += times(int(stat.parent.name))[1]
+                used["redis-server"] += process_cpu([int(stat.parent.name)])
         except OSError:
             continue
     used["client and site"] = sum(os.times()[:2])
