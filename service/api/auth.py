@@ -69,9 +69,10 @@ def caller(arrays: frozenset[str] = frozenset(), body_schema: str | None = None
     organisation, after the access key and signature rules."""
 
     async def dependency(request: Request) -> Caller:
-        body = parse_body(await request.body()) if request.method == "POST" else {}
+        raw = await request.body() if request.method == "POST" else b""
+        body = parse_body(raw)
         if body and body_schema is not None:
-            body_schema_check(request.app.openapi(), body_schema, body)
+            body_schema_check(request.app.openapi(), body_schema, raw)
         params = collect(method=request.method, raw_query=request.url.query, body=body,
                          header_key=request.headers.get("x-access-key"), array_params=arrays)
         return Caller(params, await authenticate(params, request.app.state.context.organisations))
@@ -88,7 +89,7 @@ async def body_caller(request: Request, body_schema: str, *, whole: bool = False
     not cover it."""
     raw_body = await request.body()
     body = parse_body(raw_body)
-    body_schema_check(request.app.openapi(), body_schema, body, whole=whole)
+    body_schema_check(request.app.openapi(), body_schema, raw_body, whole=whole)
     params = collect(method="POST", raw_query=request.url.query, body={"access_key": body.get("access_key")},
                      header_key=request.headers.get("x-access-key"), array_params=frozenset())
     org = await organisation_of(params.access_key, request.app.state.context.organisations)

@@ -4,6 +4,7 @@ read again by jsonschema, so the answers are as they were without it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema_rs
@@ -75,14 +76,91 @@ def test_what_jsonschema_rs_lets_through_jsonschema_finds_nothing_wrong_with(doc
     assert agreed["both"], "no body was found valid: the test would show nothing"
 
 
+def _check(document: dict[str, Any], component: str, body: dict[str, Any], *, whole: bool = False) -> None:
+    body_schema.check(document, component, json.dumps(body).encode(), whole=whole)
+
+
+def _named(document: dict[str, Any], component: str, body: dict[str, Any], *, whole: bool = False
+           ) -> list[tuple[str, str]]:
+    """The fields and messages of the check's answer; none when it lets `body` through."""
+    try:
+        _check(document, component, body, whole=whole)
+    except RequestNotValid as refused:
+        return [(detail.field, detail.message) for detail in refused.details]
+    return []
+
+
 def test_a_body_that_keeps_its_schema_passes_and_one_that_does_not_is_refused_naming_the_field(
         document: dict[str, Any]) -> None:
-    body_schema.check(document, "BulkRequest", {"requests": [{"url": "https://example.com/", "full_page": True}]},
-                      whole=True)
-    with pytest.raises(RequestNotValid) as refused:
-        body_schema.check(document, "BulkRequest", {"requests": [{"url": "https://example.com/",
-                                                                  "full_page": "yes"}]}, whole=True)
-    assert [detail.field for detail in refused.value.details] == ["requests.0.full_page"]
+    _check(document, "BulkRequest", {"requests": [{"url": "https://example.com/", "full_page": True}]}, whole=True)
+    assert [field for field, _ in _named(document, "BulkRequest", {"requests": [
+        {"url": "https://example.com/", "full_page": "yes"}]}, whole=True)] == ["requests.0.full_page"]
     # A rule other than a type, in a route held to the types only: refused by jsonschema-rs, let through by the
     # check, as before it (the options' own validation answers it).
-    body_schema.check(document, "TakeOptions", {"url": "https://example.com/", "viewport_width": 10**9})
+    _check(document, "TakeOptions", {"url": "https://example.com/", "viewport_width": 10**9})
+
+
+def _every_detail(document: dict[str, Any], component: str, body: dict[str, Any], whole: bool
+                  ) -> list[tuple[str, str]]:
+    """What the check answered when jsonschema read the whole body (before it was bounded)."""
+    plain = Draft202012Validator({"$ref": f"#/components/schemas/{component}", "components": document["components"]})
+    found = [(detail.field, detail.message) for error in plain.iter_errors(body)
+             for detail in body_schema._details(error, whole)]
+    return list(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_the_bounded_reading_names_what_the_whole_reading_named(document: dict[str, Any], component: str) -> None:
+    """jsonschema goes down only into the values jsonschema-rs finds wrong: for any body within its lists' maxItems
+    and with fewer wrong fields than an answer names, the answer is the one jsonschema's reading of all of it made,
+    in the same order."""
+    names = _names(document, component)
+    entries = st.dictionaries(st.sampled_from(_names(document, "TakeOptions")), values, max_size=4)
+    bodies = st.dictionaries(st.sampled_from(names), values | st.lists(entries, max_size=3) | entries, max_size=6)
+    compared = {"refused": 0}
+
+    @FUZZ
+    @given(bodies, st.booleans())
+    def same(body: dict[str, Any], whole: bool) -> None:
+        expected = _every_detail(document, component, body, whole)
+        if len(expected) < body_schema.MOST_DETAILS:
+            assert _named(document, component, body, whole=whole) == expected, body
+            compared["refused"] += bool(expected)
+
+    same()
+    assert compared["refused"], "no body was refused: the test would show nothing"
+
+
+def test_a_hostile_body_is_read_only_where_it_is_wrong(document: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bodies of a few MB that held the API's event loop for 8 to 36 s while jsonschema read them whole (the check
+    runs before the caller is known): each answer names what is wrong, and jsonschema goes down into a few values
+    only, not into each of the hundreds of thousands."""
+    went_down: list[object] = []
+    real = body_schema._wording
+
+    def counting(schema: dict[str, Any], compiled: Any) -> Any:
+        validator = real(schema, compiled)
+        descend = type(validator).descend  # a class of its own, made for this validator
+
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            went_down.append(args)
+            return descend(self, *args, **kwargs)
+
+        type(validator).descend = counted
+        return validator
+
+    monkeypatch.setattr(body_schema, "_wording", counting)
+    monkeypatch.setattr(body_schema, "_VALIDATORS", {})
+    entries = [{"html": "x"}] * 100_000  # valid each, far too many
+    assert _named(document, "BulkRequest", {"requests": entries}, whole=True) == [
+        ("requests", "must have at most 20 items")]
+    cookies = ["a=b"] * 300_000 + [5]  # the last one wrong
+    assert _named(document, "CompareRequest", {"before": {"html": "x", "cookies": cookies}, "after": {"html": "y"}}
+                  ) == [("before.cookies.300000", "must be a string")]
+    wrong = [{"url": 5, "full_page": "yes", "viewport_width": "x"}] * 20
+    named = _named(document, "BulkRequest", {"requests": wrong * 50}, whole=True)
+    assert named == [("requests", "must have at most 20 items")]
+    named = _named(document, "BulkRequest", {"requests": wrong}, whole=True)
+    assert len(named) == body_schema.MOST_DETAILS and named[0] == ("requests.0.url", "must be a string or null")
+    assert len(went_down) < 200, len(went_down)
