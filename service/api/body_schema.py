@@ -14,17 +14,18 @@ every client's does, is let through at once (a bulk body of 10 entries took 1.4 
 body may break a rule without being refused, when only its types are held to the schema.
 
 That second reading is bounded, since it runs before the caller is known and on the API's event loop. A
-hostile 1.5 MB body (100,000 bulk entries) held the loop 36 s when jsonschema read all of it: now jsonschema
-goes down only into the values jsonschema-rs finds wrong (a property, an item, a run of items read at once), never
-into the entries of a list longer than its maxItems (that rule answers for them), and stops after
-MOST_DETAILS details or MOST_ERRORS errors. A body left with rule errors unnamed there (held to its types only)
-is refused by the options' own validation.
+hostile 1.5 MB body (100,000 bulk entries) held the loop 36 s when jsonschema read all of it: now jsonschema goes
+down only into the values jsonschema-rs finds wrong (a property, an item, a run of items read at once), never into
+the entries of a list longer than its maxItems (that rule answers for them), reads at most MOST_ERRORS errors of
+each alternative, and stops after MOST_DETAILS details or MOST_ERRORS errors in all (tens of ms). A body left
+with rule errors unnamed there (held to its types only) is refused by the options' own validation.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 import jsonschema_rs
@@ -36,8 +37,8 @@ from render.contract.errors import ErrorDetail, RequestNotValid
 _TYPE_NAMES = {"boolean": "a boolean (true or false)", "integer": "an integer", "number": "a number",
                "string": "a string", "array": "an array", "object": "an object", "null": "null"}
 _MOST_CHOICES_NAMED = 12
-MOST_DETAILS = 20  # fields an answer names at most (its message, the first five)
-MOST_ERRORS = 200  # schema errors read at most for them
+MOST_DETAILS = 200  # fields an answer names at most (its message, the first five): more than a route has
+MOST_ERRORS = 400  # schema errors read at most for them
 _RUN = 512  # items jsonschema-rs reads at once, looking for the wrong ones of a list
 _TYPES = Draft202012Validator({})
 # Per (document, component): the document, its jsonschema-rs validator and the jsonschema one that words errors.
@@ -48,7 +49,7 @@ def check(document: dict[str, Any], component: str, raw: bytes, *, whole: bool =
     """Refuse the body `raw` (a JSON object: service.params.parse_body read it first) where it breaks component
     `component` of `document`: its JSON types only, or with `whole` every rule of the schema. The body is read
     here again as plain JSON, its numbers numbers (parse_body keeps their text, for signatures)."""
-    plain = json.loads(raw, object_hook=_Quiet)
+    plain = json.loads(raw, object_hook=_Quiet) if raw.strip() else {}  # empty: no parameters, as parse_body
     fast, wording = _validators(component, document)
     if fast.is_valid(plain):
         return
@@ -110,8 +111,9 @@ class _Compiled:
 
 def _wording(schema: dict[str, Any], compiled: _Compiled) -> Draft202012Validator:
     """A jsonschema validator of `schema` whose `properties` and `items` go down only into the values that break
-    their part (jsonschema-rs says which), and not into the entries of a list longer than its maxItems: the errors
-    it finds are those jsonschema finds, in the same order, less those of values that break nothing."""
+    their part (jsonschema-rs says which), not into the entries of a list longer than its maxItems, and whose
+    `anyOf` reads at most MOST_ERRORS errors of each alternative (jsonschema's reads all of them, at once): the
+    errors it finds are those jsonschema finds, in the same order, less those of values that break nothing."""
 
     def properties(validator: Any, parts: dict[str, Any], instance: Any, schema: dict[str, Any]
                    ) -> Iterator[ValidationError]:
@@ -130,7 +132,15 @@ def _wording(schema: dict[str, Any], compiled: _Compiled) -> Draft202012Validato
         for index in compiled.wrong_items(part, instance, start):
             yield from validator.descend(instance[index], part, path=index)
 
-    bounded = validators.extend(Draft202012Validator, {"properties": properties, "items": items})
+    def any_of(validator: Any, branches: list[Any], instance: Any, schema: dict[str, Any]
+               ) -> Iterator[ValidationError]:
+        if any(compiled.keeps(branch, instance) for branch in branches):
+            return
+        context = [error for index, branch in enumerate(branches)
+                   for error in islice(validator.descend(instance, branch, schema_path=index), MOST_ERRORS)]
+        yield ValidationError("is not valid under any of the given schemas", context=context)
+
+    bounded = validators.extend(Draft202012Validator, {"properties": properties, "items": items, "anyOf": any_of})
     return bounded(schema)
 
 
