@@ -22,6 +22,10 @@ def documentation_at(base_url: str) -> None:
     _documentation_base = base_url.rstrip("/")
 
 
+# Fields an answer names at most: more than any route has, fewer than a body of a thousand wrong items would make.
+MOST_DETAILS = 200
+
+
 @dataclass(frozen=True)
 class ErrorDetail:
     """One field-level problem: which parameter and what is wrong with it."""
@@ -52,7 +56,7 @@ class ServiceError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.details = details or []
+        self.details = (details or [])[:MOST_DETAILS]
         self.returned_status_code = returned_status_code
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

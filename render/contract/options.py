@@ -42,6 +42,7 @@ from render.contract.values import (
     StoreEndpoint,
     StrList,
     TimeZone,
+    Values,
     WaitEvent,
     as_list,
     param,
@@ -103,7 +104,7 @@ class TakeOptions(PageParameters):
                                 "render/page/rules/socials.toml). Embedded posts keep the page's own fallback.")
     block_trackers: Bool = param(False, "Blocking", "Block trackers (EasyPrivacy).")
     block_requests: StrList = param([], "Blocking", "URL patterns to block; `*` is a wildcard.")
-    block_resources: Annotated[list[ResourceType], BeforeValidator(as_list)] = param(
+    block_resources: Annotated[list[ResourceType], Values, BeforeValidator(as_list)] = param(
         [], "Blocking", "Resource types to block.")
     hide_selectors: StrList = param([], "Blocking", "Elements hidden with display: none.")
 
@@ -111,7 +112,7 @@ class TakeOptions(PageParameters):
     styles: str | None = param(None, "Customization", "CSS injected before capture.")
     scripts: str | None = param(None, "Customization", "JavaScript run before capture, as the body of an "
                                 "async function (await works); its errors are reported.")
-    scripts_wait_until: Annotated[list[WaitEvent], BeforeValidator(as_list)] = param(
+    scripts_wait_until: Annotated[list[WaitEvent], Values, BeforeValidator(as_list)] = param(
         [], "Customization", "Events to wait for after the script; required if it navigates.")
     click: str | None = param(None, "Customization", "Element to click before capture.")
     error_on_click_selector_not_found: Bool = param(True, "Customization", "Fail when `click` "
@@ -134,7 +135,7 @@ class TakeOptions(PageParameters):
     # Wait and timing
     delay: int = param(0, "Wait", "Seconds to wait before capture; above 30 requires async.", ge=0,
                        le=ASYNC_TIMEOUT_MAX)
-    wait_until: Annotated[list[WaitEvent], BeforeValidator(as_list)] = param(
+    wait_until: Annotated[list[WaitEvent], Values, BeforeValidator(as_list)] = param(
         ["load"], "Wait", "Events that must all have happened before capture.", min_length=1)
     wait_for_selector: Selectors | None = param(None, "Wait", "Wait for these selectors (comma-separated).")
     wait_for_selector_algorithm: Literal["at_least_one", "at_least_by_count"] = param(

@@ -76,12 +76,12 @@ def validate_all(model: type[ModelT], params: dict[str, Any]) -> ModelT:
         details = validation_details(error)
         field_level = not any(isinstance((item.get("ctx") or {}).get("error"), CrossFieldError)
                               for item in error.errors(include_url=False))
-    failed = {d.field for d in details}
+    failed = {d.field.split(".")[0] for d in details}  # a list's item (`wait_until.0`): the list
     rest = {name: value for name, value in params.items() if name not in failed}
     if field_level and len(rest) < len(params):
         try:
             model.model_validate(rest)
         except ValidationError as error:
-            details += [d for d in validation_details(error) if d.field not in failed]
+            details += [d for d in validation_details(error) if d.field.split(".")[0] not in failed]
     summary = "; ".join(f"{d.field}: {d.message}" for d in details)
     raise RequestNotValid(f"Invalid parameters: {summary}", details) from None

@@ -174,12 +174,17 @@ def _storage_key(value: str) -> str:
     return value
 
 
+MOST_STATUSES = 100
+
+
 def _resource_statuses(value: Any) -> list[str]:
     """HTTP statuses (404) and classes ("5xx") as "404" and "5xx"; a comma-separated string is a list too."""
     if isinstance(value, str | int) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list):
         raise ValueError('must be a list of HTTP statuses (404) or classes ("4xx", "5xx")')
+    if len(value) > MOST_STATUSES:  # each item one status at least: refused before any is read
+        raise ValueError(f"at most {MOST_STATUSES} statuses")
     statuses: list[str] = []
     items = [part for item in value for part in (item.split(",") if isinstance(item, str) else [item])]
     for item in items:
@@ -187,8 +192,8 @@ def _resource_statuses(value: Any) -> list[str]:
         if not re.fullmatch(r"[1-5](xx|[0-9][0-9])", text):
             raise ValueError(f'{str(item)[:32]!r} is not an HTTP status (100-599) or class ("1xx" to "5xx")')
         statuses.append(text)
-    if len(statuses) > 100:
-        raise ValueError("at most 100 statuses")
+    if len(statuses) > MOST_STATUSES:
+        raise ValueError(f"at most {MOST_STATUSES} statuses")
     return statuses
 
 
@@ -263,20 +268,24 @@ def _store_endpoint(value: str) -> str:
 
 Bool = Annotated[bool, BeforeValidator(_parse_bool)]
 OptionalBool = Annotated[bool | None, BeforeValidator(lambda v: None if v is None else _parse_bool(v))]
-StrList = Annotated[list[str], BeforeValidator(as_list)]
+# Values an array parameter takes at most: a longer list is refused whole, before any of its values is read (a
+# body's million values made a million errors, the API's loop busy for seconds).
+MOST_VALUES = 1000
+Values = Field(max_length=MOST_VALUES)
+StrList = Annotated[list[str], Values, BeforeValidator(as_list)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]  # http(s) with a host, no control characters; stripped
 HeaderValue = Annotated[str, AfterValidator(_header_value)]
 ApiKey = Annotated[str, AfterValidator(_api_key)]
 FileName = Annotated[str, AfterValidator(_file_name)]
 Selectors = Annotated[str, AfterValidator(_selectors)]  # comma-separated CSS selectors, at least one
 ProxyUrl = Annotated[str, AfterValidator(_proxy_url)]
-HostPatterns = Annotated[list[str], BeforeValidator(as_list), AfterValidator(_host_patterns)]
+HostPatterns = Annotated[list[str], Values, BeforeValidator(as_list), AfterValidator(_host_patterns)]
 TimeZone = Annotated[str, AfterValidator(_time_zone)]
 CssLength = Annotated[str, AfterValidator(_css_length)]
 PdfTemplate = Annotated[str, AfterValidator(_pdf_template)]
 StorageKey = Annotated[str, AfterValidator(_storage_key)]  # a relative object key, placeholders allowed
 StoreEndpoint = Annotated[str, AfterValidator(_store_endpoint)]
-ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses)]
+ResourceStatuses = Annotated[list[str], BeforeValidator(_resource_statuses), Field(max_length=MOST_STATUSES)]
 JsonSchema = Annotated[dict[str, Any], BeforeValidator(_json_schema)]
 PageRanges = Annotated[str, AfterValidator(_page_ranges)]
 # A PDF password: 1-127 characters of printable ASCII (what PDF readers let people type; AES-256 takes UTF-8 but
@@ -285,7 +294,7 @@ PdfPassword = Annotated[str, Field(min_length=1, max_length=127, pattern=r"^[ -~
 PDF_PERMISSIONS = ("print", "print_highres", "copy", "annotate", "fill_forms", "assemble", "modify",
                    "accessibility")
 PdfPermissions = Annotated[list[Literal["print", "print_highres", "copy", "annotate", "fill_forms", "assemble",
-                                        "modify", "accessibility"]], BeforeValidator(as_list)]
+                                        "modify", "accessibility"]], Values, BeforeValidator(as_list)]
 
 ResponseType = Literal["by_format", "json", "empty"]
 WaitEvent = Literal["load", "domcontentloaded", "networkidle0", "networkidle2"]

@@ -32,12 +32,11 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-from render.contract.errors import ErrorDetail, RequestNotValid
+from render.contract.errors import MOST_DETAILS, ErrorDetail, RequestNotValid
 
 _TYPE_NAMES = {"boolean": "a boolean (true or false)", "integer": "an integer", "number": "a number",
                "string": "a string", "array": "an array", "object": "an object", "null": "null"}
 _MOST_CHOICES_NAMED = 12
-MOST_DETAILS = 200  # fields an answer names at most (its message, the first five): more than a route has
 MOST_ERRORS = 400  # schema errors read at most for them
 _RUN = 512  # items jsonschema-rs reads at once, looking for the wrong ones of a list
 _TYPES = Draft202012Validator({})
@@ -166,6 +165,8 @@ def _details(error: ValidationError, whole: bool) -> Iterator[ErrorDetail]:
         yield from _alternatives(error, whole)
     elif keyword == "type":
         yield ErrorDetail(field, "must be " + _types(rule))
+    elif keyword == "maxItems":  # held to its types only or not, a list longer than it may be is refused here
+        yield ErrorDetail(field, _rule(keyword, rule))
     elif not whole:
         return
     elif keyword == "required":
