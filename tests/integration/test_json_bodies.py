@@ -125,3 +125,25 @@ def test_compare_and_monitors_are_typed_and_a_monitor_changes_in_part(client: ht
     assert document["components"]["schemas"]["MonitorChange"]["required"] == []
     patch = document["paths"]["/v1/monitors/{monitor_id}"]["patch"]
     assert patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorChange")
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/screenshot/take", {"url": "https://example.com/", "wait_until": ["x"] * 5000}, "wait_until"),
+    ("/v1/screenshot/take", {"html": "<p>x</p>", "cookies": ["a=b"] * 1001}, "cookies"),
+    ("/v1/screenshot/bulk", {"requests": [{"html": "x"}] * 3000}, "requests"),
+    ("/v1/screenshot/compare", {"before": {"html": "x", "hide_selectors": [".a"] * 5000}, "after": {"html": "y"}},
+     "before.hide_selectors"),
+])
+def test_an_array_past_what_it_takes_is_refused_whole_before_the_caller_is_known(
+        client: httpx.Client, org: Org, path: str, body: dict[str, Any], field: str) -> None:
+    """Arrays like those of the bodies of a few MB that held the API's event loop for seconds (read value by value
+    before the key was even looked at; this service takes 64 KiB bodies): refused whole, naming the array, with or
+    without a key; nothing charged."""
+    used = client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"]
+    for headers in ({"x-access-key": org.access_key}, {}):
+        refused = client.post(path, content=json.dumps(body), headers={**headers, "content-type": "application/json"})
+        assert refused.status_code == 400, refused.text[:300]
+        details = refused.json()["error_details"]
+        assert len(details) == 1 and details[0]["field"] == field, details
+        assert details[0]["message"].startswith("must have at most "), details
+    assert client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"] == used
