@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.settings import Settings, SettingsError, load_settings
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 
 def settings_or_exit() -> Settings:
-    """The settings, or exit 2 naming each setting that is wrong and what it takes."""
+    """The settings, or exit 2 naming each setting that is wrong and what it takes (loaded only by the commands
+    that need them: half a second of imports a client command need not pay)."""
     from render.queue.records import keep_job_records_for
+    from service.settings import SettingsError, load_settings
 
     try:
         settings = load_settings()

@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from service.cli.common import at_least, settings_or_exit
-from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 T = TypeVar("T")
 

@@ -34,10 +34,10 @@ def add_mcp_command(commands: Any, command: Callable[..., argparse.ArgumentParse
                      "else http:// and https:// of every allowed host); others get 403")
 
 
-def cmd_mcp(args: argparse.Namespace, base_url: str) -> int:
+def cmd_mcp(args: argparse.Namespace, default_api: Callable[[], str]) -> int:
     from service.mcp.server import serve
 
-    api = args.api or base_url
+    api = args.api or default_api()
     if args.transport == "http" and args.access_key:
         print("screenshot-service mcp: --access-key is for stdio; over HTTP every client sends its own key "
               "(Authorization: Bearer <key>).", file=sys.stderr)

@@ -69,13 +69,13 @@ def _line(monitor: dict[str, Any]) -> str:
     return f"{monitor['id']}  {monitor.get('name') or '-'}  {monitor['request'].get('url')}  {every}  {state}{told}"
 
 
-def cmd_monitors(args: argparse.Namespace, base_url: str) -> int:
+def cmd_monitors(args: argparse.Namespace, default_api: Callable[[], str]) -> int:
     key = args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY")
     if not key:
         print("error: give --access-key, or set SCREENSHOT_ACCESS_KEY (`screenshot-service keys create` makes one)",
               file=sys.stderr)
         return 2
-    api = (args.api or base_url).rstrip("/")
+    api = (args.api or default_api()).rstrip("/")
     try:
         with httpx.Client(base_url=api, headers={"x-access-key": key}, timeout=TIMEOUT_SECONDS) as http:
             return _run(http, args)

@@ -3,6 +3,7 @@ pyproject.toml, no import circle, an API process that never loads the browser or
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -113,6 +114,20 @@ def test_the_worker_does_load_them() -> None:
     probe = "import sys, render.worker.main; print('playwright' in sys.modules, 'pyvips' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.stdout.split() == ["True", "True"], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("command", "loads"), [
+    (["monitors", "--api", "http://127.0.0.1:9", "--access-key", "k", "list"], False),  # a client of the API
+    (["monitors", "--access-key", "k", "list"], True),  # no --api: the settings' base URL
+])
+def test_a_client_command_loads_the_settings_only_when_it_needs_them(command: list[str], loads: bool) -> None:
+    """The settings' models are half of a client command's second of start-up: `monitors --api` runs without
+    them (its call to a closed port fails, naming the fix)."""
+    probe = ("import sys\nfrom service.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+             "    print('service.settings' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", probe, *command], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env={k: v for k, v in os.environ.items() if not k.startswith("SCREENSHOT_")})
+    assert run.stdout.split()[-1:] == [str(loads)], (run.stdout, run.stderr[-2000:])
 
 
 def test_modules_stay_small() -> None:
