@@ -21,6 +21,7 @@ from redis.typing import EncodableT, FieldT
 from render.queue.keys import ORGS_KEY, access_key_key
 from render.queue.keys import org_key as _org_key
 from render.queue.redis_client import text
+from render.queue.scripts import LuaScript
 
 if TYPE_CHECKING:
     from service.settings import ServiceSettings
@@ -75,13 +76,14 @@ class CreatedOrganisation:
     access_key: str
 
 
-# KEYS[1]: an access key's entry. ARGV[1]: the organisation keys' prefix. {id, flat HGETALL} or nil.
-# (The organisation's key is derived inside the script: one Redis server, not a cluster.)
-BY_ACCESS_KEY = """
+# The organisation's key is derived inside the script: one Redis server, not a cluster.
+BY_ACCESS_KEY = LuaScript(
+    "BY_ACCESS_KEY", keys=["an access key's entry"], args=["the organisation keys' prefix"],
+    returns="{id, the organisation's fields and values, alternating}, or nil for an unknown key", body="""
 local id = redis.call('GET', KEYS[1])
 if not id then return nil end
 return {id, redis.call('HGETALL', ARGV[1] .. id)}
-"""
+""")
 
 
 class OrganisationStore:
@@ -89,7 +91,7 @@ class OrganisationStore:
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
-        self._by_access_key = connection.register_script(BY_ACCESS_KEY)
+        self._by_access_key = BY_ACCESS_KEY.on(connection)
 
     async def create(
         self, name: str, *, quota: int, concurrency: int, require_signature: bool = False,

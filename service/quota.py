@@ -17,7 +17,7 @@ import redis
 import redis.asyncio as aioredis
 
 from render.queue.keys import slots_key, usage_key
-from render.queue.ledger import RESERVE, SETTLE, USAGE_KEEP_SECONDS
+from render.queue.ledger import RESERVE, SETTLE, USAGE_KEEP_SECONDS, Reserve
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
 from service.organisations import Organisation
 
@@ -54,11 +54,11 @@ def slot_hold(timeout: float, grace: float, *, queued: bool = False) -> float:
 
 def refusal(org: Organisation, outcome: int) -> None:
     """The ledger's RESERVE answer as the limit error it means (nothing when it reserved)."""
-    if outcome == -1:
+    if outcome == Reserve.CONCURRENCY_FULL:
         raise ConcurrencyLimitReached(
             f"All {org.concurrency} concurrent requests of this organisation are in use; retry when "
             "one finishes (GET /v1/screenshot/usage shows when), or ask for a higher limit.")
-    if outcome == -2:
+    if outcome == Reserve.QUOTA_USED_UP:
         raise ScreenshotsLimitReached(
             f"The monthly quota of {org.quota} screenshots is used up; it resets at the start of the "
             "next month (UTC).")
@@ -67,7 +67,7 @@ def refusal(org: Organisation, outcome: int) -> None:
 def reserve_now(connection: redis.Redis, org: Organisation, job_id: str, hold_seconds: float) -> None:
     """`QuotaKeeper.reserve` for synchronous callers (the deliverer starting a monitor's run)."""
     now = time.time()
-    refusal(org, connection.register_script(RESERVE)(
+    refusal(org, RESERVE.on(connection)(
         keys=[slots_key(org.id), usage_key(org.id, now)],
         args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
 
@@ -77,8 +77,8 @@ class QuotaKeeper:
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
-        self._reserve = connection.register_script(RESERVE)
-        self._settle = connection.register_script(SETTLE)
+        self._reserve = RESERVE.on(connection)
+        self._settle = SETTLE.on(connection)
 
     async def reserve(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
         """Take a concurrency slot for `job_id`, or raise the limit error."""

@@ -27,10 +27,13 @@ _OPEN_GRAPH = """() => {
   return found;
 }"""
 
+# An icon's type by its file's extension, when its link declares none: the image formats' (the format
+# registry's), and the two icon formats that are no output format.
+ICON_TYPES = {"ico": "image/x-icon", "svg": "image/svg+xml",
+              **{key: f.media_type for f in FORMATS.values() if f.kind == "image" for key in (f.name, f.extension)}}
+
 # The largest declared icon (SVG and sizes="any" count as largest); the origin's /favicon.ico otherwise.
-_ICON = """() => {
-  const TYPES = {ico: 'image/x-icon', png: 'image/png', svg: 'image/svg+xml', gif: 'image/gif',
-                 jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp'};
+_ICON = """(TYPES) => {
   const typeOf = (href, declared) => {
     if (declared) return declared;
     const extension = new URL(href).pathname.split('.').pop().toLowerCase();
@@ -99,7 +102,7 @@ async def collect(tab: Tab, options: TakeOptions, response: Response | None) -> 
     if options.metadata_open_graph:
         found["open_graph"] = await page.evaluate(_OPEN_GRAPH)
     if options.metadata_icon:
-        found["icon"] = await page.evaluate(_ICON)
+        found["icon"] = await page.evaluate(_ICON, ICON_TYPES)
     if options.metadata_fonts:
         found["fonts"] = await rendered_fonts(tab)
     if options.metadata_http_response_status_code or options.metadata_http_response_headers:

@@ -1,20 +1,5 @@
-"""The Lua scripts of the hand-off (render.queue.lanes), each one atomic step on Redis.
-
-Names inside a lane (`lane_key`, e.g. `queue:render:jobs`), made by the scripts from the lane's name:
-`<lane>:<class>:<org>` a stream of one organisation's jobs of one class (`interactive`, `batch`), read by the
-workers' group; `<lane>:ready:<class>` the organisations with jobs of that class waiting, scored by their virtual
-time; `<lane>:clock:<class>` the class's virtual time (the score last served); `<lane>:served:<class>` each
-organisation's virtual time when it was last served; `<lane>:waiting:<class>` and `<lane>:waiting` the jobs each
-organisation has waiting (not yet handed to a worker), `<lane>:backlog` a list of one token per job waiting (its
-length the lane's backlog, which KEDA's Redis list scaler reads); `<lane>:turn` counts
-the picks when both classes have work; `<lane>:bell` a list OFFER pushes to, on which idle workers wait;
-`<lane>:noisy` the organisations refused for their share; `<lane>:interactive-seen` set for 10 s by each
-interactive offer and `<lane>:running:batch` the batch jobs workers hold, by which TAKE keeps part of the fleet
-free for interactive work. A worker's streams with an entry it holds are in
-`queue:render:holding:<worker>`, and the workers that hold or held entries in `queue:render:consumers`.
-
-The lane's own name is the stream of the hand-off before it was fair (one stream a lane): workers still read it,
-and the sweep still takes back what a gone worker held there, so jobs queued before an upgrade are served.
+"""The Lua scripts of the hand-off, each one atomic step on Redis; docs/architecture.md ("The hand-off") says
+what they do together and names every key inside a lane, and render.queue.lanes calls them.
 
 Keys are derived inside the scripts from the lane's name (an organisation's stream cannot be known before the
 pick): Redis standalone or Sentinel, not Redis Cluster, as every script of the queue.
@@ -22,9 +7,12 @@ pick): Redis standalone or Sentinel, not Redis Cluster, as every script of the q
 
 from __future__ import annotations
 
-from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, LANE_GROUP, QUEUE_WAIT_PREFIX, WORKERS_SEEN_KEY
+from enum import IntEnum
 
-SYNC, ASYNC = "sync", "async"  # how a job is answered: to its waiting API, or finished by its worker
+from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, LANE_GROUP, QUEUE_WAIT_PREFIX, WORKERS_SEEN_KEY
+from render.queue.scripts import LuaScript
+
+SYNC, ASYNC = "sync", "async"  # an entry's `answer`: to its waiting API, or finished by its worker
 INTERACTIVE, BATCH = "interactive", "batch"  # its class: a client waits for it, or not
 
 BELL_LENGTH = 64  # tokens kept on a lane's bell: enough to wake every idle worker of a large fleet
@@ -65,10 +53,23 @@ local function unwait(lane, class, org, count)
 end
 """
 
-# KEYS: the job's record. ARGV: lane, class, organisation, the most jobs the lane holds (max_queue), kind,
-# reference, job, the record's lifetime, then the record's fields and values. {1} when added (and recorded);
-# {0, waiting, share, newly_noisy} when the lane is full and the organisation has its share waiting already.
-OFFER = _COMMON + f"local INTERACTIVE_WINDOW_MS = {INTERACTIVE_WINDOW_MS}\n" + """
+
+
+class Offer(IntEnum):
+    """OFFER's first value."""
+
+    REFUSED = 0  # the lane is full and the organisation has its share waiting already
+    ADDED = 1
+
+
+OFFER = LuaScript(
+    "OFFER", keys=["the job's record (job_key)"],
+    args=["lane", "class (interactive or batch)", "organisation", "the most jobs the lane holds (max_queue)",
+          "answer (sync or async)", "reference", "the JobRequest's JSON", "the record's lifetime in seconds",
+          "the record's fields and values, alternating ..."],
+    returns="{1} when added (and recorded); {0, waiting, share, newly_noisy} when the lane is full and the "
+            "organisation has its share waiting already",
+    body=_COMMON + f"local INTERACTIVE_WINDOW_MS = {INTERACTIVE_WINDOW_MS}\n" + """
 local lane, class, org, most = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 if redis.call('LLEN', lane .. ':backlog') >= most then
   local mine = num(redis.call('HGET', lane .. ':waiting', org))
@@ -77,20 +78,24 @@ if redis.call('LLEN', lane .. ':backlog') >= most then
   local share = math.max(1, math.floor(most / active))
   if mine >= share then return {0, mine, share, redis.call('SADD', lane .. ':noisy', org)} end
 end
-enqueue(lane, class, org, {'kind', ARGV[5], 'reference', ARGV[6], 'job', ARGV[7], 'org', org, 'class', class})
+enqueue(lane, class, org, {'answer', ARGV[5], 'reference', ARGV[6], 'job', ARGV[7], 'org', org, 'class', class})
 if class == 'interactive' then redis.call('SET', lane .. ':interactive-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
 if #ARGV > 8 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 9))
   redis.call('EXPIRE', KEYS[1], ARGV[8])
 end
 return {1}
-"""
+""")
 
-# KEYS: none (the streams are chosen here). ARGV: worker, how often batch takes the turn (every Nth pick while
-# both classes have work), the share of the fleet kept for interactive work while it comes, then the lanes the
-# worker serves, the first first. The entry handed to the worker: {stream, id, fields, seconds it waited}; {0}
-# when only batch work waits and it is held back for interactive work; {} when every lane is empty.
-TAKE = _COMMON + f"""
+TAKE = LuaScript(
+    "TAKE",
+    args=["worker", "how often batch takes the turn (every Nth pick while both classes have work)",
+          "the share of the fleet kept for interactive work while it comes", "the lanes the worker serves, "
+          "the first first ..."],
+    returns="{stream, entry id, fields, seconds it waited, 1 if taken under the reserve} for the entry handed to "
+            "the worker; {0} when only batch work waits and it is held back for interactive work; {} when every "
+            "lane is empty",
+    body=_COMMON + f"""
 local worker, batch_every, reserve_share = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local held_back = false
 
@@ -189,10 +194,12 @@ for i = 4, #ARGV do
 end
 if held_back then return {{0}} end
 return {{}}
-"""
+""")
 
-# KEYS: the lanes. The jobs waiting in all of them (the lanes' own streams counted too).
-WAITING = f"""
+WAITING = LuaScript(
+    "WAITING", keys=["the lanes ..."],
+    returns="the jobs waiting in all of them (the lanes' own streams counted too)",
+    body=f"""
 local total = 0
 for _, lane in ipairs(KEYS) do
   total = total + redis.call('LLEN', lane .. ':backlog')
@@ -203,7 +210,7 @@ for _, lane in ipairs(KEYS) do
   end
 end
 return total
-"""
+""")
 
 _HELD_BY = f"""
 local function held_by(stream, id, consumer)
@@ -212,35 +219,57 @@ local function held_by(stream, id, consumer)
 end
 """
 
-# KEYS: the stream, the job's record, the in-flight set. ARGV: entry id, worker, the record's lifetime,
-# reference, '1' for an async job (watched by the sweep of orphans). 1: the worker renders it; 0: not its own;
-# 2: its owner cancelled it before it started (CANCEL): the worker drops it.
-START = _HELD_BY + """
+
+
+class Start(IntEnum):
+    """What START answers."""
+
+    NOT_OWN = 0  # the entry is no longer the worker's: another has it now
+    STARTED = 1  # the worker renders it
+    CANCELLED = 2  # its owner cancelled it before it started (CANCEL): the worker drops it
+
+
+START = LuaScript(
+    "START", keys=["the stream", "the job's record", "the in-flight set"],
+    args=["entry id", "worker", "the record's lifetime in seconds", "reference",
+          "'1' for an async job (watched by the sweep of orphans)"],
+    returns="a Start",
+    body=_HELD_BY + """
 if not held_by(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
 if redis.call('HGET', KEYS[2], 'status') == 'cancelled' then return 2 end
 redis.call('HSET', KEYS[2], 'status', 'rendering', 'worker', ARGV[2], 'lane', KEYS[1], 'entry', ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 if ARGV[5] == '1' then redis.call('SADD', KEYS[3], ARGV[4]) end
 return 1
-"""
+""")
 
-# KEYS: the job's record. An async job nobody has started (`queued`, its request still kept in `payload`) marked
-# `cancelled`, its request dropped: 1. 0 when it has started (or ended) already: it runs to its end. START and
-# CANCEL both look at the record's status, so exactly one of them wins. The entry stays in its stream until a
-# worker reaches it and drops it (START answers 2), as cheap as a read. -1: a monitor's run, which is not
-# cancelled one by one (pausing the monitor stops its runs).
-CANCEL = """
+
+
+class Cancel(IntEnum):
+    """What CANCEL answers. START and CANCEL both look at the record's status, so exactly one of them wins; a
+    cancelled entry stays in its stream until a worker reaches it and drops it (START answers CANCELLED)."""
+
+    MONITOR_RUN = -1  # a monitor's run is not cancelled one by one (pausing the monitor stops its runs)
+    TOO_LATE = 0  # started (or ended) already: it runs to its end
+    CANCELLED = 1  # marked cancelled, its request dropped
+
+
+CANCEL = LuaScript(
+    "CANCEL", keys=["the job's record"],
+    returns="a Cancel: an async job nobody has started (queued, its request still in `payload`) is cancelled",
+    body="""
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' or redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
 if redis.call('HEXISTS', KEYS[1], 'monitor') == 1 then return -1 end
 redis.call('HSET', KEYS[1], 'status', 'cancelled')
 redis.call('HDEL', KEYS[1], 'payload')
 return 1
-"""
+""")
 
-# KEYS: the stream. ARGV: entry id, worker, the entry's class, the stream's lane. The entry served (or dropped):
-# off its stream, which goes when empty, and the worker no longer holds anything there (one entry at a time).
-DONE = f"""
+DONE = LuaScript(
+    "DONE", keys=["the stream"], args=["entry id", "worker", "the entry's class", "the stream's lane"],
+    returns="1: the entry is off its stream (which goes when empty); the worker holds nothing there any more",
+    body=f"""
 if ARGV[3] == '{BATCH}' and redis.call('DECR', ARGV[4] .. ':running:{BATCH}') < 0 then
   redis.call('SET', ARGV[4] .. ':running:{BATCH}', 0)
 end
@@ -254,14 +283,24 @@ if own and redis.call('XLEN', KEYS[1]) == 0 then
   if type(pending) == 'table' and pending.err == nil and pending[1] == 0 then redis.call('DEL', KEYS[1]) end
 end
 return 1
-"""
+""")
 
-# KEYS: the stream, the job's record, the in-flight set. ARGV: entry id, the worker holding it, reference, the
-# stream's lane. 0: not held by that worker (any more). 2: it never started the job: offered again, at the end
-# of its organisation's stream. 3: an async job it was rendering, lost for the first time: offered again (its
-# record back to queued; nothing was charged, a webhook is owed once). 1: the entry is removed and the job left
-# to whoever answers it (a sync job's waiting API; an async job lost twice, or finished, to the sweep of orphans).
-TAKE_BACK = _COMMON + _HELD_BY + f"""
+
+
+class TakeBack(IntEnum):
+    """What TAKE_BACK answers."""
+
+    NOT_HELD = 0  # not held by that worker (any more)
+    LEFT_TO_ANSWER = 1  # removed; a sync job's waiting API answers it, an async one lost twice is the sweep's
+    OFFERED_AGAIN = 2  # never started: offered again, at the end of its organisation's stream
+    OFFERED_AFTER_LOSS = 3  # an async job lost while rendering, for the first time: offered again, marked lost
+
+
+TAKE_BACK = LuaScript(
+    "TAKE_BACK", keys=["the stream", "the job's record", "the in-flight set"],
+    args=["entry id", "the worker holding it", "reference", "the stream's lane"],
+    returns="a TakeBack",
+    body=_COMMON + _HELD_BY + f"""
 local stream, id, worker, lane = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 if not held_by(stream, id, worker) then return 0 end
 local record = redis.call('HMGET', KEYS[2], 'worker', 'status')
@@ -283,7 +322,7 @@ if record[1] ~= worker then
   again()
   return 2
 end
-if values['kind'] == '{ASYNC}' and record[2] == 'rendering' and not values['lost'] then
+if (values['answer'] or values['kind']) == '{ASYNC}' and record[2] == 'rendering' and not values['lost'] then
   redis.call('HSET', KEYS[2], 'status', 'queued')
   redis.call('HDEL', KEYS[2], 'worker', 'lane', 'entry')
   redis.call('SREM', KEYS[3], ARGV[3])
@@ -293,4 +332,4 @@ if values['kind'] == '{ASYNC}' and record[2] == 'rendering' and not values['lost
   return 3
 end
 return 1
-"""
+""")

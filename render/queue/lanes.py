@@ -1,36 +1,6 @@
 """The hand-off of capture jobs from the API to the workers: fair between organisations, interactive work before
-batch work, and a job never rendered twice nor lost on its way.
-
-**Streams.** Each lane (`lane_key`: the common one every worker serves, or a `servers_region`'s) holds a Redis
-stream per organisation and class: `interactive` for the jobs whose client waits (a synchronous /take or
-/animate, the sides of /compare), `batch` for the others (async captures, bulk entries, monitor runs). An entry
-(`kind`: sync or async, `reference`, `job`: the JobRequest JSON, `org`, `class`) is added with OFFER, which writes
-the job's record in the same step. Every stream is read by the one consumer group of the workers: XREADGROUP
-hands an entry to one worker and writes down, in the same step, that the worker holds it (the group's pending
-entries). Before rendering, the worker STARTs it: one script that marks the job's record `rendering` by this
-worker only while the entry is still its own. When it is done it acknowledges and deletes the entry (DONE).
-
-**Fairness.** Which stream a free worker reads is decided by TAKE, one script: the class first (interactive,
-except that every BATCH_EVERY-th pick while both have work is batch's, so batch progresses under any interactive
-load), then the organisation of that class with the lowest virtual time: each pick moves the organisation one
-step past the class's time, and one that comes back from idle starts at the class's time (no credit for having
-been idle). In effect a round robin over the organisations with work waiting, each organisation's own jobs in
-the order it sent them: a flood of one organisation's work waits behind every other organisation's next job,
-instead of everyone waiting behind the flood (SQS fair queues, Kubernetes API Priority and Fairness).
-
-**Admission.** A lane holds `max_queue` waiting jobs (SCREENSHOT_MAX_QUEUE), shared fairly: while it is full, an
-organisation may still add a job while it has fewer waiting than its share (max_queue over the organisations
-with work waiting, itself counted, at least 1). One under its share is never refused because another filled the
-lane; one at or over it is refused (503 with Retry-After) until its work drains. A lane therefore holds at most
-twice max_queue.
-
-**Losses.** A worker that holds an entry and is proven gone (its heartbeat absent longer than the grace: killed,
-its host cut off, the process paused) loses it to TAKE_BACK, run by every API's sweeper: an entry it never
-started is offered again (at the end of its organisation's stream). An async job it started is offered once more,
-marked `lost` (its record back to `queued`); lost a second time, it is the sweep of orphaned jobs that ends it as
-failed and uncharged (render.queue.async_jobs). A sync job it started is answered by the API waiting for it:
-`internal_application_error`, which the spec calls safe to retry. START and TAKE_BACK both look at the same
-pending entry, so exactly one of them wins. The scripts are in render.queue.lane_scripts.
+batch work, and a job never rendered twice nor lost on its way. docs/architecture.md ("The hand-off") describes
+it; the scripts are in render.queue.lane_scripts, this module calls them.
 """
 
 from __future__ import annotations
@@ -44,24 +14,39 @@ import redis
 
 from render.contract.wire import JobRequest
 from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, IN_FLIGHT_KEY, LANE_GROUP, alive_key, job_key
-from render.queue.lane_scripts import ASYNC, BATCH, DONE, INTERACTIVE, OFFER, START, SYNC, TAKE, TAKE_BACK, WAITING
+from render.queue.lane_scripts import (
+    ASYNC,
+    BATCH,
+    DONE,
+    INTERACTIVE,
+    OFFER,
+    START,
+    SYNC,
+    TAKE,
+    TAKE_BACK,
+    WAITING,
+    Offer,
+    Start,
+    TakeBack,
+)
 from render.queue.records import Absences, job_record_ttl
 from render.queue.redis_client import text
 
-__all__ = ["ASYNC", "BATCH", "INTERACTIVE", "OFFER", "SYNC", "WAITING", "Offered", "Taken"]
+__all__ = ["ASYNC", "BATCH", "INTERACTIVE", "OFFER", "SYNC", "WAITING", "Offered", "Start", "Taken"]
 log = logging.getLogger(__name__)
 BATCH_EVERY = 4  # while both classes have work, every 4th pick is batch's: a quarter of the fleet at least
 SWEEP_BATCH = 100  # pending entries read at once per gone worker and stream
 HELD_BACK_POLL_SECONDS = 0.25  # how soon a worker held back from batch work (for interactive work) looks again
 
 
-def offer_call(lane: str, job: JobRequest, kind: str, job_class: str, max_queue: int,
+def offer_call(lane: str, job: JobRequest, answer: str, job_class: str, max_queue: int,
                record: dict[str, str] | None) -> tuple[list[str], list[Any]]:
-    """The keys and arguments of OFFER for `job` (and its `record`, when given), for either client's script."""
+    """The keys and arguments of OFFER for `job` (and its `record`, when given), for either client's script.
+    `answer`: SYNC (its API waits) or ASYNC (its worker finishes it)."""
     fields = [part for pair in (record or {}).items() for part in pair]
     return ([job_key(job.reference)],
-            [lane, job_class, job.organisation, max_queue, kind, job.reference, orjson.dumps(job.to_json()).decode(),
-             job_record_ttl(), *fields])
+            [lane, job_class, job.organisation, max_queue, answer, job.reference,
+             orjson.dumps(job.to_json()).decode(), job_record_ttl(), *fields])
 
 
 @dataclass(frozen=True)
@@ -75,7 +60,7 @@ class Offered:
 
     @classmethod
     def from_reply(cls, reply: Any) -> Offered:
-        if int(reply[0]) == 1:
+        if int(reply[0]) == Offer.ADDED:
             return cls(True)
         return cls(False, int(reply[1]), int(reply[2]), int(reply[3]) == 1)
 
@@ -86,7 +71,7 @@ class Taken:
 
     lane: str  # the stream it was read from
     entry: str  # the stream entry's id
-    kind: str
+    answer: str  # SYNC or ASYNC
     reference: str
     job: str  # JobRequest JSON
     job_class: str = INTERACTIVE
@@ -110,7 +95,9 @@ def _taken(reply: Any) -> Taken | None:
         return None
     stream, entry, flat, waited = reply[:4]
     values = {text(k): text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
-    return Taken(text(stream), text(entry), values.get("kind", ""), values.get("reference", ""),
+    # `kind`: what an entry offered by an earlier version calls its answer
+    answer = values.get("answer") or values.get("kind", "")
+    return Taken(text(stream), text(entry), answer, values.get("reference", ""),
                  values.get("job", ""), values.get("class", INTERACTIVE), float(text(waited)),
                  len(reply) > 4 and int(reply[4]) == 1)
 
@@ -121,7 +108,7 @@ def take(connection: redis.Redis, worker: str, lanes: list[str], block_seconds: 
     `block_seconds` on the lanes' bells for one (None: only what is there now). `interactive_reserve`: the share
     of the fleet kept free for interactive work while it comes (SCREENSHOT_INTERACTIVE_RESERVE); a worker held back
     from batch work looks again every HELD_BACK_POLL_SECONDS."""
-    script = connection.register_script(TAKE)
+    script = TAKE.on(connection)
     args: list[str | int | float] = [worker, BATCH_EVERY, interactive_reserve, *lanes]
     reply = script(args=args)
     found = _taken(reply)
@@ -141,27 +128,22 @@ def held(connection: redis.Redis, lane: str, entry: str, worker: str) -> bool:
     return bool(found) and text(found[0]["consumer"]) == worker  # type: ignore[arg-type]
 
 
-STARTED, NOT_OWN, CANCELLED = 1, 0, 2  # what START answers
-
-
-def start(connection: redis.Redis, worker: str, taken: Taken) -> int:
-    """Mark the job `rendering` by `worker`, if the entry is still its own (NOT_OWN: another has it now) and its
-    owner has not cancelled it (CANCELLED: the worker drops it). STARTED: the worker renders it."""
-    script = connection.register_script(START)
-    return int(script(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
-                      args=[taken.entry, worker, job_record_ttl(), taken.reference,
-                            "1" if taken.kind == ASYNC else "0"]))
+def start(connection: redis.Redis, worker: str, taken: Taken) -> Start:
+    """Mark the job `rendering` by `worker`, if the entry is still its own and its owner has not cancelled it."""
+    return Start(int(START.on(connection)(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
+                                          args=[taken.entry, worker, job_record_ttl(), taken.reference,
+                                                "1" if taken.answer == ASYNC else "0"])))
 
 
 def done(connection: redis.Redis, worker: str, taken: Taken) -> None:
     """The entry is served (or could not be): off its stream."""
-    connection.register_script(DONE)(keys=[taken.lane], args=[taken.entry, worker, taken.job_class, taken.home])
+    DONE.on(connection)(keys=[taken.lane], args=[taken.entry, worker, taken.job_class, taken.home])
 
 
 def give_back(connection: redis.Redis, worker: str, taken: Taken) -> None:
     """Offer again an entry `worker` took but will not render."""
-    connection.register_script(TAKE_BACK)(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
-                                          args=[taken.entry, worker, taken.reference, taken.home])
+    TAKE_BACK.on(connection)(keys=[taken.lane, job_key(taken.reference), IN_FLIGHT_KEY],
+                             args=[taken.entry, worker, taken.reference, taken.home])
 
 
 def quieted(connection: redis.Redis, lanes: list[str], max_queue: int) -> list[str]:
@@ -181,7 +163,7 @@ def quieted(connection: redis.Redis, lanes: list[str], max_queue: int) -> list[s
 def _take_back_all(connection: redis.Redis, stream: str, worker: str) -> tuple[int, bool]:
     """Take back what gone `worker` holds in `stream`: how many were offered again, and whether it holds
     nothing there any more."""
-    take_back = connection.register_script(TAKE_BACK)
+    take_back = TAKE_BACK.on(connection)
     try:
         pending = connection.xpending_range(stream, LANE_GROUP, "-", "+", SWEEP_BATCH, consumername=worker)
     except redis.ResponseError:
@@ -193,11 +175,13 @@ def _take_back_all(connection: redis.Redis, stream: str, worker: str) -> tuple[i
         fields = connection.xrange(stream, entry_id, entry_id)
         values = {text(k): text(v) for k, v in ((fields[0][1] or {}) if fields else {}).items()}
         reference = values.get("reference", "")
-        outcome = take_back(keys=[stream, job_key(reference), IN_FLIGHT_KEY], args=[entry_id, worker, reference, home])
-        if outcome in (2, 3):
+        outcome = TakeBack(int(take_back(keys=[stream, job_key(reference), IN_FLIGHT_KEY],
+                                         args=[entry_id, worker, reference, home])))
+        if outcome in (TakeBack.OFFERED_AGAIN, TakeBack.OFFERED_AFTER_LOSS):
             offered += 1
             log.warning("job %s was handed to worker %s, which is gone %s; offered again", reference, worker,
-                        "and never started it" if outcome == 2 else "while rendering it (first loss)")
+                        "and never started it" if outcome == TakeBack.OFFERED_AGAIN
+                        else "while rendering it (first loss)")
     return offered, len(pending) < SWEEP_BATCH
 
 

@@ -20,6 +20,7 @@ from render.contract.monitoring import MonitorSpec
 from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import COUNTERS_KEY, MONITORS_DUE_KEY, job_key, monitor_key, monitor_runs_key, monitors_key
 from render.queue.redis_client import text
+from render.queue.scripts import LuaScript
 
 
 @dataclass
@@ -69,18 +70,21 @@ def load(connection: redis.Redis, monitor_id: str) -> Monitor | None:
 
 
 # The count and the creation in one step: concurrent creates cannot pass the limit together.
-_CREATE_WITHIN = """
+CREATE_WITHIN = LuaScript(
+    "CREATE_WITHIN", keys=["the organisation's monitors (monitors_key)", "the new monitor (monitor_key)"],
+    args=["the most monitors an organisation keeps", "the monitor's id", "its fields and values, alternating ..."],
+    returns="1 when created; 0 when the organisation has that many already (nothing stored)", body="""
 if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('SADD', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], unpack(ARGV, 3))
 return 1
-"""
+""")
 
 
 def create(connection: redis.Redis, monitor: Monitor, most: int) -> bool:
     """Store a new monitor unless its organisation already has `most`; False then (nothing stored)."""
     fields = [item for pair in monitor.fields().items() for item in pair]
-    created = connection.register_script(_CREATE_WITHIN)(
+    created = CREATE_WITHIN.on(connection)(
         keys=[monitors_key(monitor.organisation), monitor_key(monitor.id)], args=[most, monitor.id, *fields])
     return bool(created)
 

@@ -10,6 +10,7 @@ import redis
 
 from render.contract.comparing import Change, CompareJob
 from render.contract.errors import ErrorDetail, RequestNotValid, StorageAccessDenied
+from render.contract.formats import FORMATS
 from render.contract.wire import JobRequest, JobResult
 from render.output.compare import compare
 from render.queue import monitors
@@ -41,7 +42,7 @@ def changes(before: bytes, after: bytes, threshold: int) -> tuple[Change, bytes]
 def store_diff(storage: Storage, organisation: str, reference: str, diff: bytes) -> str:
     key = object_key(organisation, f"{reference}-diff", "png")
     try:
-        storage.put(key, diff, "image/png")
+        storage.put(key, diff, FORMATS["png"].media_type)
     except StorageError as error:
         raise StorageAccessDenied(f"Could not store the diff image: {error}") from None
     return key
@@ -55,8 +56,9 @@ def run_compare_job(job: JobRequest, storage: Storage) -> JobResult:
     after = read_stored(storage, order.after, "after")
     change, diff = changes(before, after, order.threshold)
     key = store_diff(storage, job.organisation, job.reference, diff)
-    return JobResult(job.reference, ok=True, rendering_seconds=time.monotonic() - started, content_type="image/png",
-                     size_bytes=len(diff), format="png", width=change.width, height=change.height, storage_key=key,
+    png = FORMATS["png"]
+    return JobResult(job.reference, ok=True, rendering_seconds=time.monotonic() - started, content_type=png.media_type,
+                     size_bytes=len(diff), format=png.name, width=change.width, height=change.height, storage_key=key,
                      body=diff if job.keep_body else b"", metadata={"comparison": change.to_json()})
 
 

@@ -116,15 +116,15 @@ class CaptureWorker:
                 return
             self.cpus.for_job(reserved_batch=taken.reserved)
             started = lanes.start(self.connection, self.name, taken)
-            if started == lanes.NOT_OWN:
+            if started == lanes.Start.NOT_OWN:
                 log.warning("job %s was taken back from worker %s (it seemed gone); left to the worker it "
                             "went to", taken.reference, self.name)
                 return
-            if started == lanes.CANCELLED:  # its owner cancelled it before it started (DELETE /jobs/{reference})
+            if started == lanes.Start.CANCELLED:  # its owner cancelled it before it started (DELETE /jobs/{reference})
                 log.info("job %s was cancelled before it started; dropped", taken.reference)
                 self._leave(taken)
                 return
-            if taken.kind == lanes.ASYNC:
+            if taken.answer == lanes.ASYNC:
                 # Time spent waiting in the lane is not the capture's: its timeout starts now.
                 job = replace(job, deadline=time.time() + job.timeout)
                 self._finish(taken, job, self.runtime.handle(job))

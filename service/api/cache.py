@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
 from render.queue.keys import cache_lock_key, cache_record_key
+from render.queue.scripts import RELEASE_LOCK
 
 DEFAULT_TTL = 14400
 # Parameters that do not change what is rendered, and the vision key (a secret; the
@@ -37,7 +38,6 @@ NOT_IN_KEY = frozenset({"access_key", "signature", "cache", "cache_ttl", "respon
                         "webhook_sign", "webhook_errors", "external_identifier", "vision_provider_api_key",
                         "attachment_name", "cache_stale_ttl"})
 POLL_SECONDS = 0.05
-_DELETE_IF_HOLDER = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def cache_key(organisation: str, options: TakeOptions) -> str:
@@ -91,7 +91,7 @@ class Cache:
         return bool(await self._redis.set(cache_lock_key(digest), reference, nx=True, ex=max(1, int(seconds))))
 
     async def end_refresh(self, digest: str, reference: str) -> None:
-        await self._redis.eval(_DELETE_IF_HOLDER, 1, cache_lock_key(digest), reference)
+        await RELEASE_LOCK.on(self._redis)(keys=[cache_lock_key(digest)], args=[reference])
 
     @asynccontextmanager
     async def single_flight(self, digest: str, reference: str, wait_seconds: float) -> AsyncIterator[bool]:

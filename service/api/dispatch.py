@@ -47,8 +47,8 @@ class Dispatcher:
         self._absences = Absences(worker_grace)
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
-        self._offer = async_redis.register_script(lanes.OFFER)
-        self._waiting = async_redis.register_script(lanes.WAITING)
+        self._offer = lanes.OFFER.on(async_redis)
+        self._waiting = lanes.WAITING.on(async_redis)
 
     @property
     def lanes(self) -> list[str]:
@@ -96,8 +96,8 @@ class Dispatcher:
         """Jobs waiting for a worker, in every lane of every region."""
         return int(await self._waiting(keys=self.lanes))
 
-    async def _offer_job(self, job: JobRequest, kind: str, job_class: str, record: dict[str, str] | None) -> None:
-        keys, args = lanes.offer_call(self._lanes[self._region(job)], job, kind, job_class, self._max_queue, record)
+    async def _offer_job(self, job: JobRequest, answer: str, job_class: str, record: dict[str, str] | None) -> None:
+        keys, args = lanes.offer_call(self._lanes[self._region(job)], job, answer, job_class, self._max_queue, record)
         offered = lanes.Offered.from_reply(await self._offer(keys=keys, args=args))
         if not offered.added:
             if offered.newly_noisy:

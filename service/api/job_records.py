@@ -8,7 +8,7 @@ import redis.asyncio as aioredis
 
 from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import job_key
-from render.queue.lane_scripts import CANCEL
+from render.queue.lane_scripts import CANCEL, Cancel
 from render.queue.records import job_record_ttl, queued_fields
 from render.queue.redis_client import text
 
@@ -18,7 +18,7 @@ class JobRecords:
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
-        self._cancel = connection.register_script(CANCEL)
+        self._cancel = CANCEL.on(connection)
 
     async def queued(self, reference: str, organisation: str, *, job: JobRequest | None = None) -> None:
         """A new job's record; an async `job` keeps what `sweep_orphans` needs to finish it if its worker dies."""
@@ -36,7 +36,7 @@ class JobRecords:
     async def get(self, reference: str) -> dict[str, str]:
         return {text(k): text(v) for k, v in (await self._redis.hgetall(job_key(reference))).items()}
 
-    async def cancel(self, reference: str) -> int:
-        """Mark an async job no worker has started `cancelled` (1); 0 when it cannot be (started, ended, or a
-        synchronous job), -1 for a monitor's run (render.queue.lane_scripts.CANCEL)."""
-        return int(await self._cancel(keys=[job_key(reference)]))
+    async def cancel(self, reference: str) -> Cancel:
+        """Mark an async job no worker has started `cancelled`; TOO_LATE when it cannot be (started, ended, or a
+        synchronous job), MONITOR_RUN for a monitor's run."""
+        return Cancel(int(await self._cancel(keys=[job_key(reference)])))

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from render.contract.comparing import CompareRequest
-from render.contract.formats import media_types
+from render.contract.formats import FORMATS, media_types
 from render.contract.monitoring import MonitorSpec
 from render.contract.timings import STAGES
 from service.api.error_reference import ENTRIES
@@ -121,7 +121,7 @@ def json_responses(schema: str, *statuses: int, success: int = 200) -> dict[int 
 def bulk_responses() -> dict[int | str, dict[str, Any]]:
     """POST /bulk: the entries' answers as JSON, or with merge_pdf one PDF."""
     answers = json_responses("BulkAnswer", 400, 413, 500)
-    answers[200]["content"]["application/pdf"] = {"schema": _BINARY}
+    answers[200]["content"][FORMATS["pdf"].media_type] = {"schema": _BINARY}
     answers[200]["description"] = "The entries' answers; with merge_pdf, one PDF of them all."
     return answers
 
@@ -131,7 +131,7 @@ def compare_responses() -> dict[int | str, dict[str, Any]]:
     return {200: {"description": "response_type=json: the change and the three images' links; by_format: the "
                                  "diff image, the change in x-service-change-* headers.",
                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Comparison"}},
-                              "image/png": {"schema": _BINARY}}},
+                              FORMATS["png"].media_type: {"schema": _BINARY}}},
             **_errors(400, 413, 500)}
 
 

@@ -22,6 +22,7 @@ from rq.serializers import JSONSerializer
 from render.queue import rq_jobs
 from render.queue.keys import MONITOR_QUEUE, WEBHOOK_QUEUE
 from render.queue.redis_client import RedisTarget, text
+from render.queue.scripts import RELEASE_LOCK
 from service.deliverer import monitor_runs, webhooks
 from service.deliverer.webhooks import DeliveryFailed
 from service.settings import Settings
@@ -59,10 +60,6 @@ def deliverer_connection(target: RedisTarget) -> redis.Redis:
     return target.sync(socket_timeout=DELIVERER_TTL_SECONDS)
 
 
-# Deletes the lock only if it still names the scheduler that was found dead.
-_RELEASE_IF_HELD_BY = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
 def _alive(pid: int) -> bool:
     """Whether process `pid` runs (a zombie, killed and not yet reaped, does not)."""
     try:
@@ -91,7 +88,8 @@ def release_stale_scheduler_lock(connection: redis.Redis, queue_name: str) -> bo
         return False
     if _alive(int(record["pid"])):
         return False
-    released = bool(connection.eval(_RELEASE_IF_HELD_BY, 1, lock, holder))
+    # Only if it still names the scheduler that was found dead.
+    released = bool(RELEASE_LOCK.on(connection)(keys=[lock], args=[holder]))
     if released:
         log.warning("the %s scheduler lock was held by a scheduler that died (pid %s); released", queue_name,
                     record["pid"])

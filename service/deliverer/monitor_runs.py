@@ -141,7 +141,7 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
     record = queued_fields(org.id, monitor=monitor.id, payload=orjson.dumps(job.to_json()).decode())
     keys, args = lanes.offer_call(lane_key(options.servers_region or None), job, lanes.ASYNC, lanes.BATCH,
                                   settings.service.max_queue, record)
-    offered = lanes.Offered.from_reply(connection.register_script(lanes.OFFER)(keys=keys, args=args))
+    offered = lanes.Offered.from_reply(lanes.OFFER.on(connection)(keys=keys, args=args))
     if not offered.added:
         settle_now(connection, org.id, reference, success=False)
         raise over_share(offered, settings.service.max_queue)

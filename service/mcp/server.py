@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from render.contract.formats import FORMATS
 from render.settings import SERVICE_VERSION
 from service.api_answers import refusal
 from service.options_schema import options_schema
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 # The options a tool call does not take: credentials (the session's key), and what belongs to HTTP callers.
 NOT_TOOL_OPTIONS = frozenset({"access_key", "signature", "response_type", "async", "webhook_url", "webhook_sign",
                               "webhook_errors", "external_identifier", "attachment_name"})
-TEXT_TYPES = ("text/", "application/yaml", "application/json")
+TEXT_TYPES = ("text/", FORMATS["aria"].bare_media_type, "application/json")  # answers given as text
 
 
 class ToolFailure(Exception):
@@ -209,9 +210,10 @@ async def call(client: ApiClient, name: str, arguments: dict[str, Any], progress
     if name == "compare":
         answer = (await client.request("POST", "/v1/screenshot/compare", arguments)).json()
         diff = await client.fetch(answer["diff"]["url"])
-        links = [link(answer[side]["url"], f"{side}.png", "image/png") for side in ("before", "after", "diff")
+        png = FORMATS["png"].media_type
+        links = [link(answer[side]["url"], f"{side}.png", png) for side in ("before", "after", "diff")
                  if isinstance(answer.get(side), dict) and answer[side].get("url")]
-        return [types.ImageContent(type="image", data=base64.b64encode(diff).decode(), mime_type="image/png"),
+        return [types.ImageContent(type="image", data=base64.b64encode(diff).decode(), mime_type=png),
                 *links, types.TextContent(type="text", text=json.dumps(answer, indent=1))]
     if name == "job_status":
         reference = str(arguments.get("reference", ""))

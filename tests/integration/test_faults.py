@@ -368,7 +368,7 @@ def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_p
     reply.subscribe("results:test-lane")
     expired = JobRequest(reference="expired-in-lane", organisation=fresh_org.id, options={"url": site.url("/")},
                          trace_id="t", deadline=time.time() - 1, reply_channel="results:test-lane")
-    offer = connection.register_script(lanes.OFFER)
+    offer = lanes.OFFER.on(connection)
     for reference, job in (("malformed", b"{not json"), ("malformed", b'{"reference": "no other field"}'),
                            ("malformed", b"[1, 2]"), ("", b""), (expired.reference, orjson.dumps(expired.to_json()))):
         offer(keys=[job_key(reference or "none")], args=[LANE_KEY, lanes.INTERACTIVE, fresh_org.id, 100, "sync",

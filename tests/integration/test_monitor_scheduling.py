@@ -19,6 +19,7 @@ import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
+from render.queue.keys import FIRE_FUNCTION
 from tests.conftest import Org
 from tests.support.monitors import VIEW, create, delete_made, live_page, runs, scheduling_state, wait_until
 from tests.support.pages.watch import LivePage
@@ -77,7 +78,7 @@ def one_run_each(first: httpx.Client, second: httpx.Client, org: Org, url: str, 
                   serializer=JSONSerializer)
     shown = first.get(f"/v1/monitors/{monitor['id']}", params={"access_key": org.access_key}).json()
     revision = int(queue.connection.hget(f"monitor:{monitor['id']}", "revision"))  # type: ignore[arg-type]
-    fired = [queue.enqueue_call("service.monitoring.fire", args=(monitor["id"], due, revision, 0))
+    fired = [queue.enqueue_call(FIRE_FUNCTION, args=(monitor["id"], due, revision, 0))
              for _ in range(2)]
     wait_until(lambda: all(job.get_status(refresh=True) == "finished" for job in fired), 30, "the second firings")
     assert all(job.return_value().startswith("already started") for job in fired)

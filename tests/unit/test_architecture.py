@@ -24,9 +24,6 @@ def test_the_import_contracts_hold() -> None:
     assert "BROKEN" not in run.stdout and run.stdout.count("KEPT") >= 8
 
 
-OLD_JOB_NAMES = {"service.webhooks", "service.monitoring"}  # kept one release for jobs queued under them
-
-
 def test_the_shared_contract_names_every_shared_module() -> None:
     """A module added at service's top is shared by every program: the contract that keeps programs out of it
     must name it, or it would escape unseen."""
@@ -35,9 +32,10 @@ def test_the_shared_contract_names_every_shared_module() -> None:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     shared = next(contract for contract in contracts if contract["id"] == "service-shared")
     top = {f"service.{path.stem}" for path in (ROOT / "service").glob("*.py") if path.stem != "__init__"}
-    assert set(shared["source_modules"]) == top - OLD_JOB_NAMES
+    assert set(shared["source_modules"]) == top
+    assert len(top) <= 14, sorted(top)  # more shared modules than this: a package of their own
     framework = next(contract for contract in contracts if contract["id"] == "web-framework")
-    assert set(framework["source_modules"]) >= top - OLD_JOB_NAMES
+    assert set(framework["source_modules"]) >= top
 
 
 @pytest.mark.parametrize("entry", ["service.cli.main", "service.deliverer.main", "service.runner.supervisor",
@@ -147,12 +145,11 @@ def test_no_string_of_render_animate_or_storage_names_a_service_path() -> None:
 
 
 def test_every_job_function_the_queue_writes_imports() -> None:
-    """The names every queued delivery and monitor run carries, and the old ones of jobs queued before them
-    (kept for one release), all import to a function."""
+    """The names every queued delivery and monitor run carries import to a function."""
     from rq.utils import import_attribute
 
     from render.queue import keys
 
-    for name in (keys.DELIVER_FUNCTION, keys.FIRE_FUNCTION, "service.webhooks.deliver", "service.monitoring.fire"):
+    for name in (keys.DELIVER_FUNCTION, keys.FIRE_FUNCTION):
         assert callable(import_attribute(name)), name
     assert keys.DELIVER_FUNCTION.startswith("render.") and keys.FIRE_FUNCTION.startswith("render.")

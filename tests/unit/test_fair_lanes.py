@@ -77,11 +77,11 @@ def test_interactive_work_goes_first_and_batch_work_still_gets_every_fourth_turn
 def test_a_full_lane_is_shared_fairly_and_refuses_only_whoever_has_its_share(connection: redis.Redis) -> None:
     room = 12
     assert [offer(connection, f"a-{n}", org="a", room=room) for n in range(room)] == [1] * room
-    reply = connection.register_script(lanes.OFFER)(*_call("a-12", "a", room))
+    reply = lanes.OFFER.on(connection)(*_call("a-12", "a", room))
     refused = lanes.Offered.from_reply(reply)
     assert (refused.added, refused.waiting, refused.share, refused.newly_noisy) == (False, 12, 12, True)
     assert not connection.exists(job_key("a-12")), "a refused job leaves no record"
-    again = lanes.Offered.from_reply(connection.register_script(lanes.OFFER)(*_call("a-13", "a", room)))
+    again = lanes.Offered.from_reply(lanes.OFFER.on(connection)(*_call("a-13", "a", room)))
     assert not again.added and not again.newly_noisy, "said once while it stays over its share"
     # Another organisation is never refused because the first filled the lane: it gets its share (12 / 2).
     assert [offer(connection, f"b-{n}", org="b", room=room) for n in range(7)] == [1] * 6 + [0]

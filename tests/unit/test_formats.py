@@ -44,3 +44,21 @@ def test_openapi_lists_the_registered_media_types_default_first() -> None:
     assert set(answers) == {*formats.media_types("image"), *formats.media_types("document"), "application/json"}
     recordings = openapi.capture_responses("animate")[200]["content"]
     assert set(recordings) == {*formats.media_types("video"), "application/json"}
+
+
+def test_a_format_s_media_type_is_written_only_in_the_registry() -> None:
+    """Every other place reads the registry (the favicon's type by extension too): no product file names a
+    registered format's media type itself."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    types = {f.bare_media_type for f in (*formats.FORMATS.values(), *formats.VIDEO_FORMATS.values())}
+    types -= {"text/html"}  # also what the API's own pages are, which are no output
+    found = []
+    for package in ("render", "service", "animate", "storage"):
+        for path in (root / package).rglob("*.py"):
+            if path.name == "formats.py" and path.parent.name == "contract":
+                continue
+            text = path.read_text()
+            found += [f"{path.relative_to(root)}: {t}" for t in types if f'"{t}' in text or f"'{t}" in text]
+    assert found == []

@@ -30,16 +30,16 @@ from service.settings import ServiceSettings
 REGION_LANE = lane_key("eu")
 
 
-def offer(connection: redis.Redis, reference: str, kind: str = lanes.SYNC, lane: str = LANE_KEY,
+def offer(connection: redis.Redis, reference: str, answer: str = lanes.SYNC, lane: str = LANE_KEY,
           room: int = 100, org: str = "o", job_class: str | None = None) -> int:
     """Offer a job as the API does (with its record); 1 when added, 0 when refused."""
     job = JobRequest(reference=reference, organisation=org, options={}, trace_id="t", deadline=time.time() + 60,
-                     async_=kind == lanes.ASYNC)
+                     async_=answer == lanes.ASYNC)
     payload = orjson.dumps(job.to_json()).decode()
-    job_class = job_class or (lanes.BATCH if kind == lanes.ASYNC else lanes.INTERACTIVE)
-    keys, args = lanes.offer_call(lane, job, kind, job_class, room, {
+    job_class = job_class or (lanes.BATCH if answer == lanes.ASYNC else lanes.INTERACTIVE)
+    keys, args = lanes.offer_call(lane, job, answer, job_class, room, {
         "status": "queued", "organisation": org, "payload": payload})
-    return int(connection.register_script(lanes.OFFER)(keys=keys, args=args)[0])
+    return int(lanes.OFFER.on(connection)(keys=keys, args=args)[0])
 
 
 def stream(org: str = "o", job_class: str = lanes.INTERACTIVE, lane: str = LANE_KEY) -> str:
@@ -56,7 +56,7 @@ def test_a_job_handed_to_a_worker_gone_before_starting_it_is_offered_again_and_s
     assert offer(connection, "job-1") == 1
     beating(connection, "paused", "other")
     [taken] = lanes.take(connection, "paused", [LANE_KEY], 1)
-    assert taken.reference == "job-1" and taken.kind == lanes.SYNC
+    assert taken.reference == "job-1" and taken.answer == lanes.SYNC
     absences = Absences(grace_seconds=0)
     assert lanes.sweep(connection, [LANE_KEY], absences) == 0, "a beating worker keeps what it holds"
     assert lanes.take(connection, "other", [LANE_KEY], None) == [], "a held job goes to no one else"
@@ -88,7 +88,7 @@ def test_a_sync_job_its_gone_worker_started_is_left_to_its_waiting_api(connectio
 
 
 def test_an_async_job_lost_with_its_worker_runs_again_once_then_fails_uncharged(connection: redis.Redis) -> None:
-    offer(connection, "async-lost", kind=lanes.ASYNC)
+    offer(connection, "async-lost", answer=lanes.ASYNC)
     absences = Absences(grace_seconds=0)
     for worker in ("first", "second"):
         beating(connection, worker)
@@ -190,32 +190,32 @@ def test_job_records_live_as_long_as_the_setting_says(connection: redis.Redis) -
 
 
 def cancel(connection: redis.Redis, reference: str) -> int:
-    return int(connection.register_script(CANCEL)(keys=[job_key(reference)]))
+    return int(CANCEL.on(connection)(keys=[job_key(reference)]))
 
 
 def test_cancel_and_start_of_one_job_exactly_one_wins_in_either_order(connection: redis.Redis) -> None:
     """DELETE /jobs/{reference} (CANCEL) and a worker's START look at the same record: cancelled first, the
     worker is told CANCELLED and never marks it rendering; started first, the cancel is refused and the job runs.
     A synchronous job (no payload) and a monitor's run are not cancelled by reference."""
-    assert offer(connection, "cancel-first", kind=lanes.ASYNC) == 1
+    assert offer(connection, "cancel-first", answer=lanes.ASYNC) == 1
     [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
     assert cancel(connection, "cancel-first") == 1
-    assert lanes.start(connection, "w", taken) == lanes.CANCELLED
+    assert lanes.start(connection, "w", taken) == lanes.Start.CANCELLED
     record = connection.hgetall(job_key("cancel-first"))
     assert record[b"status"] == b"cancelled" and b"payload" not in record and b"worker" not in record
     assert cancel(connection, "cancel-first") == 0  # once
     lanes.done(connection, "w", taken)
 
-    assert offer(connection, "start-first", kind=lanes.ASYNC) == 1
+    assert offer(connection, "start-first", answer=lanes.ASYNC) == 1
     [taken] = lanes.take(connection, "w", [LANE_KEY], 1)
-    assert lanes.start(connection, "w", taken) == lanes.STARTED
+    assert lanes.start(connection, "w", taken) == lanes.Start.STARTED
     assert cancel(connection, "start-first") == 0
     assert connection.hget(job_key("start-first"), "status") == b"rendering"
     lanes.done(connection, "w", taken)
 
-    assert offer(connection, "sync", kind=lanes.SYNC) == 1
+    assert offer(connection, "sync", answer=lanes.SYNC) == 1
     connection.hdel(job_key("sync"), "payload")  # as the API records a synchronous job
     assert cancel(connection, "sync") == 0
-    assert offer(connection, "run", kind=lanes.ASYNC) == 1
+    assert offer(connection, "run", answer=lanes.ASYNC) == 1
     connection.hset(job_key("run"), "monitor", "m1")
     assert cancel(connection, "run") == -1 and connection.hget(job_key("run"), "status") == b"queued"

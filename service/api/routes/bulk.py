@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from render.contract.errors import ErrorDetail, RequestNotValid, ServiceError
+from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from service import signatures
 from service.api import openapi
@@ -167,7 +168,7 @@ async def merged_pdf(results: list[dict[str, Any]]) -> Response:
             raise in_entry(ServiceError.from_payload(orjson.loads(body)), index)
         bodies.append(body)
     merged, pages = await anyio.to_thread.run_sync(merge_pdfs, bodies)
-    return Response(merged, media_type="application/pdf", headers={"x-service-pages": str(pages),
+    return Response(merged, media_type=FORMATS["pdf"].media_type, headers={"x-service-pages": str(pages),
                                                                      "x-service-documents": str(len(bodies))})
 
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 
 from render.contract.comparing import COMPARE_KIND, Change, CompareJob, CompareRequest, check_comparable
 from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
+from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from render.contract.validation import validate_all
 from render.contract.wire import JobRequest, JobResult
@@ -172,7 +173,7 @@ async def compare(request: Request) -> Response:
                "x-service-change-share": f"{change.changed_share:.6f}", "x-service-change-ssim": f"{change.ssim:.6f}",
                **{f"x-service-{name}-url": url for name, (url, _) in links.items()}}
     if wanted.response_type == "by_format":
-        return Response(result.body, media_type="image/png", headers=headers)
+        return Response(result.body, media_type=FORMATS["png"].media_type, headers=headers)
     answer = {"is_successful": True, "reference": result.reference, "changed": changed, "change": change.to_json(),
               **{name: {"url": url, "expires": iso_time(expires),
                         **({"reference": found[name][0]} if name in found else {})}

@@ -23,6 +23,7 @@ from render.contract.errors import ErrorDetail, InternalError
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
 from render.queue.async_jobs import ANSWER_PURPOSE
+from render.queue.lane_scripts import Cancel
 from render.queue.records import job_record_ttl
 from service.api import openapi
 from service.api.auth import Caller, caller
@@ -112,15 +113,15 @@ async def cancel_job(request: Request, reference: str, who: Annotated[Caller, De
     context: AppContext = request.app.state.context
     org = who.organisation
     await own_record(context, org, reference)
-    outcome = await context.records.cancel(reference)
-    if outcome == 1:
+    cancelled = await context.records.cancel(reference) == Cancel.CANCELLED
+    if cancelled:
         await context.quota.settle(org, reference, success=False)  # the slot freed, nothing charged
         log.info("job %s of organisation %s cancelled before it started", reference, org.id)
     record = await own_record(context, org, reference)
     body = await state_of(context, reference, record)
     status = str(body.get("status"))
-    body["cancelled"] = outcome == 1
-    if outcome == 1:
+    body["cancelled"] = cancelled
+    if cancelled:
         body["charged"] = False
         body["message"] = "Cancelled before any worker started it: it will not be rendered; nothing was charged."
     else:
