@@ -7,7 +7,7 @@
 #   docker compose -f deploy/docker-compose.yml up --scale worker=4
 #
 # Chromium runs as the non-root user below with its sandbox on. The sandbox needs user namespaces, which
-# Docker's default seccomp profile refuses: run workers with deploy/seccomp-chromium.json (README, Deploying).
+# Docker's default seccomp profile refuses: run workers with deploy/seccomp-chromium.json (docs/operating.md, Deploying).
 # Pinned to a dated Debian 12 image (12.12): a rebuild gets the same base until this line changes.
 FROM debian:bookworm-20251229-slim AS build
 

@@ -59,6 +59,7 @@ bench: system venv rules corpus
 docs: venv
 	$(BIN)/python -m render.contract.reference > docs/parameters.md
 	$(BIN)/python -m animate.reference > docs/animate.md
+	$(BIN)/python -m service.settings > docs/settings.md
 
 # requirements.lock, resolved again for every Python the project supports from its lowest (3.11.0, so Debian 12's
 # 3.11.2 too) and every platform, today's pins kept where they still fit. After changing pyproject's dependencies.

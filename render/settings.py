@@ -16,6 +16,9 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROXY_VARIABLE = re.compile(r"^SCREENSHOT_PROXY_([A-Z]{2})$")
+# The one setting that is a family of variables: its name and meaning in the settings reference.
+PROXY_SETTING = ("SCREENSHOT_PROXY_&lt;CC&gt;", "Upstream proxy (`http://user:password@host:port/`) for "
+                 "`ip_country_code=<cc>`, e.g. `SCREENSHOT_PROXY_DE`.")
 REGION_LABEL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
 
@@ -87,69 +90,88 @@ class RenderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
 
     chromium_path: str = Field(
-        "/usr/bin/chromium-headless-shell", description="Chromium executable: Debian's headless shell (package "
-        "chromium-headless-shell, the same Chromium without the browser's window and UI: half the memory and "
-        "twice as fast to open a context as /usr/bin/chromium, which also works). No browser is ever "
-        "downloaded.")
-    chromium_args: str = Field("", description="Extra Chromium flags, space-separated (shell quoting). "
-                               "--disable-features= and --enable-features= lists are merged into the service's own.")
+        "/usr/bin/chromium-headless-shell", description=(
+        "Chromium executable: Debian's headless shell (package chromium-headless-shell, the same Chromium without "
+        "window and UI: half the memory, contexts in a tenth of the time); `/usr/bin/chromium` (the full browser) "
+        "also works. No browser is ever downloaded."))
+    chromium_args: str = Field("", description=(
+        "Extra Chromium flags, shell-quoted. `--disable-features=` and `--enable-features=` lists are merged into "
+        "the service's own (Chromium keeps only the last of each)."))
     chromium_sandbox: Literal["auto", "on", "off"] = Field(
-        "auto", description="Chromium's sandbox: auto is on unless the worker runs as root (Chromium cannot "
-        "sandbox as root). In a container it needs user namespaces: see README, Deploying.")
+        "auto", description=(
+        "Chromium's sandbox: `auto` is on unless the worker runs as root (Chromium cannot sandbox as root), `on`, "
+        "`off`. In a container it needs user namespaces ([deploying](operating.md#deploying))."))
     reuse_contexts: bool = Field(
-        True, description="Keep the page between jobs of the same organisation: after a job it is unloaded, "
-        "its history reset and the cookies, storage, sessionStorage and cache of every origin it reached and "
-        "its permissions wiped; a job that changed the page's settings (device, emulation, blocking, "
-        "headers) leaves a new page in the same context. Saves Chromium a page (or context) per job. Off: "
-        "a new context per job.")
+        True, description=(
+        "A worker keeps the page of an organisation's job for its next job: after the job the page is unloaded "
+        "(about:blank, navigated from the page so its renderer stays), its history reset, its sessionStorage and "
+        "window.name emptied, and the cookies, storage (localStorage, IndexedDB, Cache API, ...) and HTTP cache of "
+        "every origin it reached, and its permissions, wiped. A job that changed the page's own settings (device or "
+        "other emulation, blocking, headers, click/hover) leaves a new page in the same context instead. Another "
+        "organisation's job never gets that context. Saves Chromium a page (and often a renderer) per job. `false`: "
+        "a new context per job."))
     interactive_reserve: float = Field(
-        0.25, ge=0, le=0.9, description="The share of the workers kept free for interactive captures (those a "
-        "client waits for) while such captures keep coming (one within the last 10 s): batch work (async "
-        "captures, bulk entries, monitor runs) may then occupy the rest only. At least one worker when there are "
-        "two or more, never all of them. 0: batch may take every worker.")
+        0.25, ge=0, le=0.9, description=(
+        "The share of the workers kept free for interactive captures (those a client waits for: sync `/take` and "
+        "`/animate`, `/compare`) while they keep coming (one within the last 10 s): batch work (async captures, bulk "
+        "entries, monitor runs) may then occupy the rest only. At least one worker when there are two or more, never "
+        "all of them; 0 lets batch take every worker. See [sharing one "
+        "deployment](operating.md#sharing-one-deployment)."))
     pin_batch_work: bool = Field(
-        True, description="While the interactive reserve is in force (interactive captures keep coming), a worker "
-        "renders batch work (async captures, bulk entries, monitor runs) on the machine's CPUs but the reserve's "
-        "share of them (one at least, never all): the captures a client waits for keep those CPUs to themselves "
-        "(CPU affinity, which needs no privilege). Any other job, and batch work when no interactive capture "
-        "comes, runs on every CPU. Off: every job on every CPU.")
+        True, description=(
+        "While that reserve is in force, a worker renders batch work on the machine's CPUs but the reserve's share "
+        "of them (one at least, never all; on 2 CPUs, batch on the second only): the captures a client waits for "
+        "keep those CPUs to themselves. Any other job, and batch work when no interactive capture comes, runs on "
+        "every CPU. CPU affinity of the worker's threads, Chromium's included: no privilege needed. Where the worker "
+        "may raise a thread's scheduling back (CAP_SYS_NICE: root outside a container; a container given "
+        "`SYS_NICE`), that batch work's Chromium and driver also run in the idle scheduling class (`SCHED_IDLE`: "
+        "only on CPU time no other work wants) for the first second of each such job, then in the ordinary class "
+        "again (a machine busy with other work delays a batch job by that second at most), and in the ordinary class "
+        "for any other job. Where the kernel groups threads by session (autogroup: most distributions' kernels, "
+        "outside a container), each session gets an equal share whatever its threads' class, and Chromium runs in a "
+        "session of its own: for that same first second the worker also sets that session's nice to 19, and back to "
+        "0 after it and for any other job (no privilege needed). Without either, affinity alone. `false`: every job "
+        "on every CPU, in the ordinary class, its session at nice 0."))
     kept_pages: int = Field(
-        2, ge=1, le=16, description="With reuse_contexts, how many organisations' pages a worker keeps at once "
-        "(the most recently served; each its own context). The fair hand-off serves organisations in turn, so "
-        "a worker switches between them: keeping the page of each of the last few saves a new context (about "
-        "130 ms) at every switch, for some 20-40 MiB of Chromium's memory per page kept.")
+        2, ge=1, le=16, description=(
+        "With SCREENSHOT_REUSE_CONTEXTS, how many organisations' pages a worker keeps at once (the most recently "
+        "served, each in its own context). The fair hand-off serves organisations in turn ([sharing one "
+        "deployment](operating.md#sharing-one-deployment)), so a worker switches between them: each page kept saves "
+        "a new context (about 130 ms) when its organisation comes back, for some 20-40 MiB of Chromium's memory. 1 "
+        "to 16."))
     consent_rules_dir: str = Field(
-        "", description="Where DuckDuckGo's autoconsent (npm @duckduckgo/autoconsent, the rules of "
-        "block_cookie_banners) is installed. Empty: deploy/npm/node_modules/@duckduckgo/autoconsent of the "
-        "checkout, where `make` installs the version deploy/npm/package.json pins (the container image sets "
-        "this to its own copy). Without it, block_cookie_banners only hides banners on evidence.")
-    jobs_per_browser: int = Field(500, ge=1, description="Restart Chromium after this many jobs.")
+        "", json_schema_extra={"shown_default": "the checkout's `deploy/npm/node_modules/@duckduckgo/autoconsent`"},
+        description=(
+        "Where autoconsent, the rules of `block_cookie_banners`, is installed ([cookie "
+        "banners](using.md#cookie-banners))."))
+    jobs_per_browser: int = Field(500, ge=1, description="Chromium is restarted after this many jobs.")
     chromium_low_memory: bool = Field(
-        True, description="Chromium's low-end-device mode: smaller caches, tile and image-decode budgets, and a "
-        "JavaScript heap of about 290 MB per page instead of 3.7 GB. Captures are the same pixel for pixel "
-        "(tested); a worker needs about 60 MB less under load. Turn it off for pages that need more JavaScript "
-        "memory (they crash: internal_application_error).")
+        True, description=(
+        "Chromium's low-end-device mode: smaller caches, tile and image-decode budgets, and a JavaScript heap limit "
+        "of about 290 MB per page instead of 3.7 GB. Captures are the same pixel for pixel (tested); a worker needs "
+        "about 60 MiB less under load. `false` for pages that need more JavaScript memory (over the limit a page "
+        "crashes: `internal_application_error`)."))
     chromium_memory_mb: int = Field(
-        160, ge=0, description="After a job, when Chromium's private memory (summed over its processes) is above "
-        "this many MiB, the worker has Chromium free its caches (a memory-pressure signal) and the kept page "
-        "collect the job's JavaScript garbage, in the background before the next job (a few ms). Heavy pages "
-        "leave 100-250 MB that the next page rarely needs. 0: never.")
+        160, ge=0, description=(
+        "After a job, when Chromium's private memory (summed over its processes, from /proc) is above this many MiB, "
+        "the worker has Chromium free its caches and the kept page collect the job's JavaScript garbage, in the "
+        "background before the next job (a few ms; heavy pages leave 100-250 MB behind). `0`: never."))
     regions: str = Field(
-        "", description="Region labels this deployment's workers are labelled with, comma-separated "
-        "(us-east,eu-west): a request's servers_region must name one (else request_not_valid, naming these) and "
-        "only workers serving it take the job. Requests without servers_region go to any worker. Set it on "
-        "the API and on the workers. Empty: servers_region is refused.")
+        "", description=(
+        "Region labels of this deployment's workers (`us-east,eu-west`) that `servers_region` may name; set on the "
+        "API and the workers. Empty: `servers_region` is refused."))
     worker_regions: str | None = Field(
-        None, description="The regions of SCREENSHOT_REGIONS this worker serves, besides the jobs that name "
-        "none (a worker in Frankfurt: eu-central). Unset: every region of SCREENSHOT_REGIONS (one host).")
+        None, json_schema_extra={"shown_default": "all of SCREENSHOT_REGIONS"}, description=(
+        "The regions this worker serves, besides jobs that name none (a worker in Frankfurt: `eu-central`)."))
     store_endpoint: str = Field(
-        "", description="The S3-compatible endpoint store=true uploads to when a request gives no "
-        "storage_endpoint (the company's MinIO, say; the hosted API's dashboard setting). Empty: Amazon S3. "
-        "Credentials always come from the request.")
+        "", json_schema_extra={"shown_default": "empty (Amazon S3)"}, description=(
+        "S3-compatible endpoint that `store=true` uploads to when a request gives no `storage_endpoint` (the "
+        "company's MinIO, say). Credentials always come from the request."))
     allow_private_networks: bool = Field(
         False, description="Let captures reach loopback and private addresses (development, tests).")
     allowed_networks: str = Field(
-        "", description="CIDRs and host names captures may reach despite the private-network policy.")
+        "", description=(
+        "CIDRs and exact host names captures may reach despite the policy (`10.1.0.0/16,intranet.example`)."))
     @field_validator("regions", "worker_regions")
     @classmethod
     def _region_labels(cls, value: str | None) -> str | None:
@@ -203,39 +225,51 @@ class RenderSettings(BaseSettings):
         return region_labels(self.regions if self.worker_regions is None else self.worker_regions)
 
     ca_certificates: str = Field(
-        "", description="PEM file of extra certificate authorities Chromium trusts (internal sites signed by "
-        "a private CA); needs certutil (Debian: libnss3-tools).")
+        "", description=(
+        "PEM file of extra certificate authorities Chromium trusts, for internal sites signed by a private CA "
+        "(certificate checks stay on; needs `certutil`, Debian `libnss3-tools`)."))
     resolve_overrides: str = Field(
-        "", description="host=ip,host=ip: names resolved to fixed addresses before the policy applies.")
+        "", description=(
+        "`host=ip,host=ip`: names resolved to fixed addresses before the policy applies (split-horizon DNS, tests)."))
     max_image_pixels: int = Field(
-        100_000_000, ge=1, description="Largest output image in pixels; beyond: resulting_image_too_large.")
+        100_000_000, ge=1, description="Largest output image; beyond it `resulting_image_too_large`.")
     png_compression: Literal["fast", "small"] = Field(
-        "fast", description="How Chromium compresses a PNG it sends as the result. PNG is lossless: the pixels "
-        "are the same either way. fast: zlib's fastest level, no row filters (a 1280x1024 capture of a flat page "
-        "takes about 35 ms instead of 46 and weighs 46 KB instead of 25; of a photo-heavy page 66 ms instead of "
-        "129 for 3% more bytes). small: zlib's default level with filters.")
+        "fast", description=(
+        "How a PNG result is compressed (lossless either way: the same pixels). `fast`: zlib's fastest level without "
+        "row filters, about a quarter to half faster to encode for somewhat larger files (bench/README.md has the "
+        "figures). `small`: zlib's default level with filters. For much smaller PNGs at some loss, `image_quality` "
+        "makes a palette PNG."))
     max_result_bytes: int = Field(
-        200 * 1024 * 1024, ge=1, description="Largest output in bytes; beyond: resulting_image_too_large.")
+        200 * 1024 * 1024, ge=1, description="Largest output in bytes; beyond it `resulting_image_too_large`.")
     deadline_grace_seconds: float = Field(
-        5.0, ge=0, description="Extra time a job gets to clean up after its timeout before Chromium is "
-        "restarted.")
+        5.0, ge=0, description="Time a job that overran its timeout gets to clean up before Chromium is restarted.")
     hidden_page_wait: float = Field(
-        5.0, ge=0, description="Longest a capture waits, in seconds, for a page that hides itself while it loads "
-        "(an A/B test's anti-flicker snippet: its root or body transparent or hidden until the test's script "
-        "arrives or the snippet's own timer, often 4 s, gives up); never more than half the time left.")
+        5.0, ge=0, description=(
+        "Longest a capture waits, in seconds, for a page that hides itself while it loads (an A/B test's "
+        "anti-flicker snippet: its root or body transparent or hidden until the test's script arrives or the "
+        "snippet's own timer gives up); never more than half the time left. 0: no wait (the blank-capture guard "
+        "still retakes a one-colour shot once)."))
     vision_base_url: str = Field(
-        "https://api.openai.com/v1", description="OpenAI-compatible API that `vision_*` requests are sent to "
-        "(POST {base}/chat/completions).")
+        "https://api.openai.com/v1", description=(
+        "OpenAI-compatible API for `vision_*` requests (`POST {base}/chat/completions`, the caller's key as bearer "
+        "token)."))
     vision_model: str = Field("gpt-4o-mini", description="Model named in vision requests.")
-    vision_timeout: float = Field(60.0, gt=0, description="Seconds a vision request may take (within the "
-                                  "capture's timeout).")
+    vision_timeout: float = Field(60.0, gt=0, description=(
+        "Seconds a vision request may take (it also has to fit in the capture's `timeout`)."))
     har_max_bytes: int = Field(
-        25 * 1024 * 1024, ge=64 * 1024, description="Largest HAR file of har=true, in bytes: past it the bodies "
-        "(har_content=embed) are left out, largest first, then the latest entries; the HAR's comment says so.")
+        25 * 1024 * 1024, ge=64 * 1024, description=(
+        "Largest HAR file of `har=true`, in bytes (at least 65536): past it the bodies of `har_content=embed` are "
+        "left out, largest first, then the latest entries; the HAR's comment says what was left out."))
     certify_key_file: str = Field(
-        "", description="Ed25519 private key (PKCS#8 PEM) that certify=true signs with; every API and worker needs "
-        "the same file. Empty: one is generated once and kept in Redis (back it up, or set a file, to verify old "
-        "certificates against the same key). `openssl genpkey -algorithm ed25519 -out certify.pem` makes one.")
+        "", json_schema_extra={"shown_default": "none: generated once, kept in Redis"}, description=(
+        "Ed25519 private key (PKCS#8 PEM, unencrypted) that `certify=true` signs with; every API and worker reads "
+        "the same file. Unset: the first process that needs one makes it and keeps it in Redis "
+        "(`config:certify_key`); back it up, or set a file, so that certificates stay verifiable against the same "
+        "key. `openssl genpkey -algorithm ed25519 -out certify.pem` makes one. A file that is not an Ed25519 key "
+        "stops start-up."))
     job_secret: str = Field(
-        "", description="Secret shared by the API and the workers to pass callers' vision keys without "
-        "storing them (`run` generates one; set it when API and workers run separately).")
+        "", json_schema_extra={"shown_default": "generated by `run`"}, description=(
+        "Secret the API and workers share to hand callers' credentials (vision keys, and `cookies`, `headers`, "
+        "`authorization`, `proxy` and credentials in the `url`) to the worker sealed (AES-GCM), so none is stored in "
+        "Redis. `run` makes one per start; set the same value on API and workers when they run separately (unset "
+        "there: requests with those parameters are refused)."))

@@ -27,7 +27,7 @@ _ANNOTATIONS = ("title", "description", "default", "writeOnly", "deprecated", "e
 
 
 def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
-    """`prop` admitting a JSON null too: in a body, null is the same as leaving the parameter out (README,
+    """`prop` admitting a JSON null too: in a body, null is the same as leaving the parameter out (docs/using.md,
     Parameters), so a generated client may send one and the server accepts it (service/api/body_schema.py
     holds bodies to this document)."""
     if any(option.get("type") == "null" for option in prop.get("anyOf", ())):

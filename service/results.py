@@ -102,7 +102,7 @@ def content_disposition(name: str) -> str:
 
 def present_success(options: TakeOptions, result: JobResult, reference: str, trace_id: str, links: Links,
                     cache_url: str | None = None) -> Presented:
-    """by_format: the bytes; json: the JSON body (README, A first request); empty: headers only. Metadata (and
+    """by_format: the bytes; json: the JSON body (docs/using.md, What comes back); empty: headers only. Metadata (and
     the cache URL) go with all three. `result.body` must hold the bytes for by_format."""
     artefacts = dict(result.artefacts)
     if result.content_key and "content" not in artefacts:  # a result cached by an earlier version

@@ -1,4 +1,4 @@
-"""Signed requests (README, Keys, quotas and signed requests): lowercase hex HMAC-SHA256 keyed with the
+"""Signed requests (docs/using.md, Keys, quotas and signed requests): lowercase hex HMAC-SHA256 keyed with the
 organisation's signing key.
 
 Two messages are accepted, a request passes when either matches:

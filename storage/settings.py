@@ -14,21 +14,28 @@ class StorageSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SCREENSHOT_", extra="ignore")
 
-    data_dir: Path = Field(Path("var"), description="Embedded Redis data and default local storage.")
-    storage_backend: Literal["local", "s3"] = Field("local", description="local or s3.")
-    storage_dir: Path | None = Field(None, description="Local backend directory (default DATA_DIR/storage).")
-    result_url_ttl: int = Field(3600, ge=60, description="Seconds a returned screenshot_url stays valid.")
-    s3_bucket: str = Field("", description="S3 backend: the bucket (it must exist).")
-    s3_endpoint_url: str = Field("", description="S3 backend: endpoint of an S3-compatible store (MinIO, ...); "
-                                 "empty for AWS.")
+    data_dir: Path = Field(Path("var"), json_schema_extra={"shown_default": "./var"}, description=(
+        "Embedded Redis data and default local storage (two instances: two dirs)."))
+    storage_backend: Literal["local", "s3"] = Field("local", description=(
+        "`local` (a directory; the API serves signed, expiring URLs) or `s3` (any S3-compatible store; presigned "
+        "URLs)."))
+    storage_dir: Path | None = Field(None, json_schema_extra={"shown_default": "DATA_DIR/storage"}, description=(
+        "Directory of the local backend."))
+    result_url_ttl: int = Field(3600, ge=60, description="Seconds a returned `screenshot_url` stays valid.")
+    s3_bucket: str = Field("", description=(
+        "S3 backend: the bucket; it must exist. Credentials: the standard AWS variables (`AWS_ACCESS_KEY_ID`, "
+        "`AWS_SECRET_ACCESS_KEY`), profile or instance role."))
+    s3_endpoint_url: str = Field("", description=(
+        "S3 backend: endpoint of an S3-compatible store (MinIO, Ceph, R2, ...); empty for AWS."))
     s3_public_endpoint_url: str = Field(
-        "", description="S3 backend: endpoint clients use to fetch results, when it differs from "
-        "SCREENSHOT_S3_ENDPOINT_URL (presigned URLs are signed for it); empty: the same.")
+        "", description=(
+        "S3 backend: the endpoint clients fetch results from when it differs from the one the service uses (Compose: "
+        "`http://minio:9000` inside, `http://localhost:9000` outside); presigned URLs are signed for it."))
     s3_region: str = Field("", description="S3 backend: region (empty: from the AWS configuration).")
-    s3_path_style: bool = Field(False, description="S3 backend: path-style addressing (endpoint/bucket/key), "
-                                "as most self-hosted stores need.")
-    cdn_base_url: str = Field("", description="Base URL of a CDN in front of the bucket: cache URLs become "
-                              "this + the object key.")
+    s3_path_style: bool = Field(False, description=(
+        "S3 backend: path-style addressing (`endpoint/bucket/key`), which most self-hosted stores need."))
+    cdn_base_url: str = Field("", description=(
+        "Base URL of a CDN in front of the bucket: cache URLs become this + the object key (`cache/...`)."))
 
     @property
     def local_dir(self) -> Path:

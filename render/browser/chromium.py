@@ -193,7 +193,7 @@ class Chromium:
             if sandbox:
                 log.error("Chromium did not start with its sandbox on. In a container the sandbox needs user "
                           "namespaces: run the worker with deploy/seccomp-chromium.json (Docker: --security-opt "
-                          "seccomp=deploy/seccomp-chromium.json) or see README, Deploying; as a last resort "
+                          "seccomp=deploy/seccomp-chromium.json) or see docs/operating.md, Deploying; as a last resort "
                           "set SCREENSHOT_CHROMIUM_SANDBOX=off.")
             raise
 

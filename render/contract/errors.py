@@ -64,7 +64,7 @@ class ServiceError(Exception):
         ServiceError._by_code.setdefault(cls.code, cls)
 
     def to_payload(self) -> dict[str, Any]:
-        """The JSON error body every refusal gets (README, Errors)."""
+        """The JSON error body every refusal gets (docs/using.md, Errors)."""
         body: dict[str, Any] = {
             "is_successful": False,
             "error_code": self.code,

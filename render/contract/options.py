@@ -91,7 +91,7 @@ class TakeOptions(PageParameters):
     block_cookie_banners: Bool = param(False, "Blocking", "Refuse cookie consent banners: DuckDuckGo's "
                                        "autoconsent rules (hundreds of consent platforms and a heuristic) opt out "
                                        "with the banner's own buttons, or hide it; a banner still up is hidden "
-                                       "on evidence (README, Cookie banners), and what it left (backdrop, blur, "
+                                       "on evidence (docs/using.md, Cookie banners), and what it left (backdrop, blur, "
                                        "scroll lock) is undone.")
     block_banners_by_heuristics: Bool = param(False, "Blocking", "Hide consent banners on evidence alone (on "
                                               "top of the page, consent wording, a consent action among their "

@@ -67,7 +67,7 @@ def parameters_markdown() -> str:
         "",
         "Generated from `render/contract/options.py` by `make docs`; do not edit by hand. GET takes them in the query",
         "string (arrays as repeated keys), POST as a JSON body and/or the query string. `access_key` and",
-        "`signature` are the credentials (README). `/docs` on a running service shows the same.",
+        "`signature` are the credentials (docs/using.md). `/docs` on a running service shows the same.",
         "",
         "Other names taken, as the hosted API's official SDKs send them: "
         + ", ".join(f"`{alias}` for `{name}`" for alias, name in SDK_ALIASES.items()) + ".",

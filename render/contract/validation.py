@@ -45,7 +45,7 @@ def validation_details(error: ValidationError) -> list[ErrorDetail]:
     return details
 
 
-# Names the hosted API's official SDKs send for parameters of ours (README, Moving from the hosted API).
+# Names the hosted API's official SDKs send for parameters of ours (docs/migrating.md).
 SDK_ALIASES = {"openai_api_key": "vision_provider_api_key"}
 
 

@@ -1,4 +1,4 @@
-"""The egress proxy: every connection the browser makes goes through it (README, Security).
+"""The egress proxy: every connection the browser makes goes through it (docs/security.md).
 
 Chromium is started with `--proxy-server` pointing here and `--proxy-bypass-list=<-loopback>` (without
 it Chromium would connect to loopback directly). For each CONNECT tunnel (HTTPS, WebSockets) and each

@@ -1,4 +1,4 @@
-"""Which addresses captures may reach (README, Security), and how names are resolved.
+"""Which addresses captures may reach (docs/security.md), and how names are resolved.
 
 Denied unless SCREENSHOT_ALLOW_PRIVATE_NETWORKS is on: loopback, RFC 1918, link-local (cloud
 metadata included), CGNAT, unique-local, multicast, unspecified, reserved and IPv4-mapped forms of

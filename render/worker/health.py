@@ -16,7 +16,8 @@ DEATHS_IN_ROW = 3  # Chromium lost under this many jobs ...
 DEATHS_WITHIN_SECONDS = 60.0  # ... within this long: it keeps dying
 FIX = ("In a container Chromium's sandbox needs user namespaces: run the worker with deploy/seccomp-chromium.json "
        "(Docker or Podman: --security-opt seccomp=deploy/seccomp-chromium.json; Kubernetes: the manifests' "
-       "seccompProfile), or see README, Deploying; check SCREENSHOT_CHROMIUM_PATH and the worker's memory limit.")
+       "seccompProfile), or see docs/operating.md, Deploying; check SCREENSHOT_CHROMIUM_PATH and the worker's "
+       "memory limit.")
 
 
 def cause(error: BaseException) -> str:

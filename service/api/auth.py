@@ -50,7 +50,7 @@ async def authenticate(params: RawParams, store: OrganisationStore) -> Organisat
     if not valid:
         raise SignatureNotValid(
             "The signature does not match the request's parameters; sign every parameter except "
-            "signature, sorted by name, as the README describes.")
+            "signature, sorted by name, as docs/using.md describes.")
     return org
 
 

@@ -5,7 +5,7 @@ types of its own, and a generated client and the server must agree on them: `"bl
 `"viewport_width": false` or `"access_key": [null]` in a body are refused (request_not_valid, naming the field).
 A JSON null is accepted wherever the document says so (every capture parameter: null is the same as leaving
 it out). `/bulk` is held to the whole of its schema (ranges, choices, unknown fields too): what is left to
-each entry's own answer is only what the schema cannot say (README, Bulk). The messages are built from the
+each entry's own answer is only what the schema cannot say (docs/using.md, Bulk). The messages are built from the
 schema, never from the value sent, which may be a secret.
 
 A body is first read by jsonschema-rs (compiled, in Rust): one that passes every rule of the schema, as nearly

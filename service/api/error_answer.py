@@ -10,7 +10,7 @@ from render.contract.errors import ServiceError
 
 def error_response(error: ServiceError, trace_id: str | None = None,
                    extra_headers: dict[str, str] | None = None) -> JSONResponse:
-    """The JSON error body (README, Errors) with the error's status (and `extra_headers`: a 405's Allow)."""
+    """The JSON error body (docs/using.md, Errors) with the error's status (and `extra_headers`: a 405's Allow)."""
     headers = {"x-service-error-code": error.code, **(extra_headers or {})}
     if error.retry_after is not None:
         headers["retry-after"] = str(error.retry_after)

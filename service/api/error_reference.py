@@ -23,7 +23,7 @@ ENTRIES: dict[str, Entry] = {
     "access_key_invalid": Entry("The access key is unknown or revoked.",
                                 "Check the key; the operator lists keys with `screenshot-service keys list`."),
     "signature_is_required": Entry("The organisation requires signed requests and this one has no signature.",
-                                   "Sign the query with the organisation's signing key (README, Signed "
+                                   "Sign the query with the organisation's signing key (docs/using.md, Signed "
                                    "requests); `screenshot-service keys show` prints the key."),
     "signature_is_not_valid": Entry("The signature does not match the request.",
                                     "Sign the exact query string sent, without `signature`, with the signing "

@@ -1,4 +1,4 @@
-"""The API's exception handlers: every refusal and failure answers the JSON error body (README, Errors), never
+"""The API's exception handlers: every refusal and failure answers the JSON error body (docs/using.md, Errors), never
 the framework's own, and an unexpected one answers 500 with its trace id logged."""
 
 from __future__ import annotations

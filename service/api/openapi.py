@@ -76,7 +76,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     meaning = {400: "The request was refused: error_code and error_details say why and which field. A missing key "
                     "is access_key_required and a wrong or revoked one access_key_invalid, both 400 as the spec says "
                     "(this API answers no 401 or 403). Parameters valid one by one may still be refused together "
-                    "(a rule across fields: exactly one of url, html and markdown; README, Parameters).",
+                    "(a rule across fields: exactly one of url, html and markdown; docs/using.md, Parameters).",
                404: "No such route or job (a key no route can match: control characters).", 405: "Method not allowed.",
                413: "The body is over SCREENSHOT_MAX_BODY_BYTES.",
                500: "The capture failed (timeout, network, the page's host) or an internal error.",
@@ -208,7 +208,7 @@ def _components(bulk_max: int) -> dict[str, Any]:
                                                                         "location": {"type": ["string", "null"]}}},
                            "slices": {"type": "array", "items": {"$ref": "#/components/schemas/Slice"}},
                            "metadata": {"type": "object", "additionalProperties": True,
-                                        "description": "What metadata_* asked for (README, What happened on "
+                                        "description": "What metadata_* asked for (docs/using.md, What happened on "
                                                        "the page): console, timings, accessibility, ..."},
                            **{name: {"$ref": "#/components/schemas/StoredLink"}
                               for name in ("content", "accessibility", "certificate")}}},

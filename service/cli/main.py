@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     command(commands, "run", "the whole service on this machine (private Redis, API, workers, webhooks)",
             description="The whole service on this machine: a private Redis under SCREENSHOT_DATA_DIR, the API on "
             "SCREENSHOT_HOST:SCREENSHOT_PORT, SCREENSHOT_WORKERS render workers and the webhook deliverer. Prints "
-            "the access key and a curl command to try; Ctrl-C stops everything. Settings: the README's table.")
+            "the access key and a curl command to try; Ctrl-C stops everything. Settings: docs/settings.md.")
     command(commands, "api", "the HTTP API only (needs SCREENSHOT_REDIS_URL)")
     worker = command(commands, "worker", "one render worker with its own Chromium (needs SCREENSHOT_REDIS_URL)",
                      description="One render worker: a warm Chromium serving capture jobs from Redis "

@@ -21,7 +21,7 @@ def add_monitor_commands(commands: Any, command: Callable[..., argparse.Argument
     """The `monitors` command and its sub-commands, on the CLI's parser."""
     monitors = command(commands, "monitors", "watch pages for change through a running API: monitors create URL "
                        "--every SECONDS | --cron EXPR, list, show, runs, pause, resume, delete",
-                       description="Manage the organisation's monitors through a running API (README, Watching "
+                       description="Manage the organisation's monitors through a running API (docs/using.md, Watching "
                        "pages): each captures a page on a schedule and tells its webhook when it changed.")
     monitors.add_argument("--api", help="the API's base URL (default: SCREENSHOT_PUBLIC_BASE_URL, else "
                           "http://SCREENSHOT_HOST:SCREENSHOT_PORT)")

@@ -14,7 +14,7 @@ def add_sign_command(commands: Any, command: Callable[..., argparse.ArgumentPars
         commands, "sign", "print a signed link: sign --key KEY --signing-key SECRET name=value [name=value ...]",
         description="Print a signed GET link to /take (or /animate). Parameters are name=value; repeat a name "
         "for each element of an array (hide_selectors=.a hide_selectors=.b). They are checked as the endpoint "
-        "checks them: a link it would refuse is not signed. The README's Signed requests section gives the "
+        "checks them: a link it would refuse is not signed. docs/using.md's Signed requests section gives the "
         "rules, for signing in other languages.")
     signer.add_argument("--key", required=True, help="the organisation's access key (part of the link)")
     signer.add_argument("--signing-key", required=True, help="the organisation's signing key (never in the link)")

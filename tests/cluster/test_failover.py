@@ -50,7 +50,7 @@ RECOVERY_MARGIN_SECONDS = 5.0
 
 
 def redis_settings(port: int, directory: Path) -> list[str]:
-    """What deploy/ sets on every Redis of a Sentinel deployment (README, Deploying: Redis)."""
+    """What deploy/ sets on every Redis of a Sentinel deployment (docs/operating.md, Redis in production)."""
     return ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--requirepass", PASSWORD,
             "--masterauth", PASSWORD, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
             "--min-replicas-to-write", "1", "--min-replicas-max-lag", "10", "--loglevel", "warning",

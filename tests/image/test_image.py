@@ -161,7 +161,7 @@ def test_run_in_one_container_as_an_operator_does(image: str, containers: list[s
     port = free_port()
     name = f"image-test-run-{uuid.uuid4().hex[:8]}"
     containers.append(name)
-    volume = f"{name}-data"  # a named volume, as the README's docker run: the image's /data (uid 10001) copied up
+    volume = f"{name}-data"  # a named volume, as in docs/operating.md: the image's /data (uid 10001) copied up
     containers.append(f"volume:{volume}")
     run_container(image, name, "run", env={
         "SCREENSHOT_PORT": str(port), "SCREENSHOT_WORKERS": "1", "SCREENSHOT_ACCESS_KEY": KEY,

@@ -1,4 +1,4 @@
-"""Access keys and signed requests (README, Keys, quotas and signed requests), through the HTTP API."""
+"""Access keys and signed requests (docs/using.md, Keys, quotas and signed requests), through the HTTP API."""
 
 from __future__ import annotations
 

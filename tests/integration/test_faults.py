@@ -60,7 +60,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableRedis
 @pytest.fixture(scope="module")
 def isolated(store: RestartableRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     # Chromium told to free its memory after every job (a budget of 1 MiB): the relief must survive the faults.
-    # Redis down and workers killed are told apart from a failover sooner than by default (README, Settings).
+    # Redis down and workers killed are told apart from a failover sooner than by default (docs/settings.md).
     with running_service(store.url, tmp_path_factory.mktemp("faults-service"), workers=WORKERS, apis=2,
                          SCREENSHOT_RESULT_WAIT_GRACE="2", SCREENSHOT_CHROMIUM_MEMORY_MB="1",
                          SCREENSHOT_REDIS_RETRY_SECONDS="2", SCREENSHOT_WORKER_GRACE="1") as running:

@@ -1,4 +1,4 @@
-"""The network policy (README, Security) with its default on: every attack case of issue 4 is refused.
+"""The network policy (docs/security.md) with its default on: every attack case of issue 4 is refused.
 
 Two local sites share one port: the allowed site on 127.0.0.2 (the only address the guarded service's
 allowlist opens) and a "secret" site on 127.0.0.1 that must never see a request. Test names resolve

@@ -3,7 +3,7 @@
 Python: `screenshotone` (PyPI, pinned in requirements.lock); Node: `screenshotone-api-sdk` (npm, pinned in
 tests/sdk/package-lock.json), driven by tests/sdk/node_calls.mjs. Every builder method of each SDK is
 called on a real page; each call gets the output it asks for (decoded and measured), or the documented
-error for the reason the README's "Moving from the hosted API" gives. The tables must name every
+error for the reason docs/migrating.md gives. The tables must name every
 builder method the installed SDKs have: a new SDK version's new method fails the test until it is here.
 """
 
@@ -43,7 +43,7 @@ ANY = object()  # a header that must be there, whatever its value
 @dataclass(frozen=True)
 class Case:
     """One parameter as an SDK sends it: its value, what else the call needs, and what comes back.
-    `expect`: png, jpeg, pdf, json, html or accepted (async), or `error:<code>` with the README's reason."""
+    `expect`: png, jpeg, pdf, json, html or accepted (async), or `error:<code>` with docs/migrating.md's reason."""
 
     value: Any
     expect: str = "png"

@@ -4,7 +4,7 @@ is not restarted during the soak (SCREENSHOT_JOBS_PER_BROWSER above the job coun
 
 `make test` runs 200 captures (about 35 s here); `make soak` runs the full 1,000 (SOAK_CAPTURES).
 The measurements go to stderr (`pytest -s` shows them) and to `soak.json` in the test's directory; the
-README's sizing advice quotes them.
+docs/capacity.md's sizing advice quotes them.
 """
 
 from __future__ import annotations

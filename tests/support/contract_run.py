@@ -15,7 +15,7 @@ What the configuration says, and why (the rest is the CLI's defaults: every chec
 - the parameters that make a capture wait (timeouts, delays, durations) drawn from short values, so every case
   ends in seconds;
 - `positive_data_acceptance`: a schema-valid request of the capture routes may still be refused 400 for what
-  a schema cannot say (exactly one of url, html and markdown; the cross-field rules of README, Parameters), and
+  a schema cannot say (exactly one of url, html and markdown; the cross-field rules of docs/using.md, Parameters), and
   a reference nobody made is 404, a stored result's link with a signature not made by the service is 400:
   those statuses are the documented answers there, not failures.
 """
@@ -43,7 +43,7 @@ SHORT = {  # parameters that make a capture wait, and the values the run draws t
     "scroll_delay": [0, 100], "wait_for_selector_timeout": [1, 2], "scroll_start_delay": [0],
 }
 # Operations whose schema-valid requests a cross-field rule may refuse (400), or that name a resource by
-# reference (404 for one nobody made), as the README documents.
+# reference (404 for one nobody made), as docs/using.md documents.
 REFUSING = ("/v1/screenshot/take", "/v1/screenshot/animate", "/v1/screenshot/bulk", "/v1/screenshot/compare",
             "/v1/monitors")
 NAMING = ("/v1/screenshot/jobs/", "/v1/monitors/")

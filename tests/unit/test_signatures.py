@@ -1,4 +1,4 @@
-"""Signed requests: both message forms (README, Keys, quotas and signed requests)."""
+"""Signed requests: both message forms (docs/using.md, Keys, quotas and signed requests)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ function concat(first, second) {
   return joined;
 }
 
-// ---- Signing (README, "Signed requests"): the canonical form of DESIGN §4. ----
+// ---- Signing (docs/using.md, "Signed requests"): the canonical form of DESIGN §4. ----
 
 function rfc3986(text) {
   return encodeURIComponent(text).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
