@@ -1,12 +1,5 @@
-"""Monthly quota and concurrency per organisation, reserved and settled atomically in Redis (the ledger's
-scripts: render.queue.ledger).
-
-A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry) from reservation
-until its result is final. In-flight slots count against the quota too, so concurrent requests
-can never overshoot it. Only successes are charged, and only by whoever removes the slot first:
-if the API gave up waiting (and freed the slot), a late success charges nothing. Expired slots
-are swept on every reservation, so a crashed process can never leak one.
-"""
+"""Monthly quota and concurrency per organisation, held and settled atomically in Redis by the ledger's scripts
+(render.queue.ledger says how a slot lives)."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ import redis
 import redis.asyncio as aioredis
 
 from render.queue.keys import slots_key, usage_key
-from render.queue.ledger import RESERVE, SETTLE, USAGE_KEEP_SECONDS, Reserve
+from render.queue.ledger import HOLD, SETTLE, USAGE_KEEP_SECONDS, Hold
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
 from service.organisations import Organisation
 
@@ -53,21 +46,21 @@ def slot_hold(timeout: float, grace: float, *, queued: bool = False) -> float:
 
 
 def refusal(org: Organisation, outcome: int) -> None:
-    """The ledger's RESERVE answer as the limit error it means (nothing when it reserved)."""
-    if outcome == Reserve.CONCURRENCY_FULL:
+    """The ledger's HOLD answer as the limit error it means (nothing when it holds the slot)."""
+    if outcome == Hold.CONCURRENCY_FULL:
         raise ConcurrencyLimitReached(
             f"All {org.concurrency} concurrent requests of this organisation are in use; retry when "
             "one finishes (GET /v1/screenshot/usage shows when), or ask for a higher limit.")
-    if outcome == Reserve.QUOTA_USED_UP:
+    if outcome == Hold.QUOTA_USED_UP:
         raise ScreenshotsLimitReached(
             f"The monthly quota of {org.quota} screenshots is used up; it resets at the start of the "
             "next month (UTC).")
 
 
-def reserve_now(connection: redis.Redis, org: Organisation, job_id: str, hold_seconds: float) -> None:
-    """`QuotaKeeper.reserve` for synchronous callers (the deliverer starting a monitor's run)."""
+def hold_now(connection: redis.Redis, org: Organisation, job_id: str, hold_seconds: float) -> None:
+    """`QuotaKeeper.hold` for synchronous callers (the deliverer starting a monitor's run)."""
     now = time.time()
-    refusal(org, RESERVE.on(connection)(
+    refusal(org, HOLD.on(connection)(
         keys=[slots_key(org.id), usage_key(org.id, now)],
         args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
 
@@ -77,13 +70,13 @@ class QuotaKeeper:
 
     def __init__(self, connection: aioredis.Redis) -> None:
         self._redis = connection
-        self._reserve = RESERVE.on(connection)
+        self._hold = HOLD.on(connection)
         self._settle = SETTLE.on(connection)
 
-    async def reserve(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
+    async def hold(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
         """Take a concurrency slot for `job_id`, or raise the limit error."""
         now = time.time()
-        refusal(org, await self._reserve(
+        refusal(org, await self._hold(
             keys=[slots_key(org.id), usage_key(org.id, now)],
             args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
 

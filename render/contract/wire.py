@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from redis.typing import EncodableT, FieldT
 
-from render.contract.monitoring import MonitorOrder
+from render.contract.monitors import MonitorOrder
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `accesskey:<sha256>` | string | `keys create` | until revoked |
 | `config:url_signing_secret` | string | the first API | forever |
 | `config:certify_key` | string | the first API or worker to need it | forever |
-| `slots:<org>` | sorted set | quota reserve/settle | entries expire by score |
+| `slots:<org>` | sorted set | quota hold/settle | entries expire by score |
 | `usage:<org>:<YYYY-MM>` | counter | quota settle | 400 days |
 | `queue:render[@region]:jobs:<class>:<org>` | stream, group `workers` | offer; workers (take, done) | until empty |
 | `...:jobs:ready:<class>` | sorted set | offer, take | while the org has jobs waiting |

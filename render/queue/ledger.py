@@ -1,11 +1,11 @@
-"""The quota and concurrency ledger in Redis: the scripts that reserve and settle a job's slot, shared by the
-API (reserve; settle what no worker finished) and the workers (settle every job they finish, with its result).
+"""The quota and concurrency ledger in Redis: the scripts that hold and settle a job's slot, shared by the
+API (hold; settle what no worker finished) and the workers (settle every job they finish, with its result).
 
-A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry) from reservation
+A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry) from its hold
 until its result is final. In-flight slots count against the quota too, so concurrent requests
 can never overshoot it. Only successes are charged, and only by whoever removes the slot first:
 if the API gave up waiting (and freed the slot), a late success charges nothing. Expired slots
-are swept on every reservation, so a crashed process can never leak one.
+are swept on every hold, so a crashed process can never leak one.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ USAGE_KEEP_SECONDS = 400 * 86400  # a month's counter is kept a little over a ye
 
 
 
-class Reserve(IntEnum):
-    """What RESERVE answers."""
+class Hold(IntEnum):
+    """What HOLD answers."""
 
     QUOTA_USED_UP = -2  # the month's successes and the slots held reach the quota
     CONCURRENCY_FULL = -1  # every concurrency slot is held
-    RESERVED = 1
+    HELD = 1
 
 
-RESERVE = LuaScript(
-    "RESERVE", keys=["the organisation's slots (slots_key)", "this month's usage counter (usage_key)"],
+HOLD = LuaScript(
+    "HOLD", keys=["the organisation's slots (slots_key)", "this month's usage counter (usage_key)"],
     args=["now (UNIX seconds): slots held past it are expired", "the new slot's expiry (UNIX seconds)", "reference",
           "the organisation's concurrency", "its monthly quota"],
-    returns="a Reserve", body="""
+    returns="a Hold", body="""
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 local active = redis.call('ZCARD', KEYS[1])
 if active >= tonumber(ARGV[4]) then return -1 end

@@ -1,4 +1,4 @@
-"""Monitors in Redis (render.contract.monitoring): each one's hash, its organisation's set, its history of runs.
+"""Monitors in Redis (render.contract.monitors): each one's hash, its organisation's set, its history of runs.
 
 The API writes a monitor's spec and bumps its revision on every change; deliverers fire its runs
 (render.queue.rq_jobs.fire) and write when the next is due; the worker that finishes a run records it here
@@ -16,7 +16,7 @@ import orjson
 import redis
 
 from render.contract.comparing import Change
-from render.contract.monitoring import MonitorSpec
+from render.contract.monitors import MonitorSpec
 from render.contract.wire import JobRequest, JobResult
 from render.queue.keys import COUNTERS_KEY, MONITORS_DUE_KEY, job_key, monitor_key, monitor_runs_key, monitors_key
 from render.queue.redis_client import text

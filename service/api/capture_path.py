@@ -1,5 +1,5 @@
 """The one capture path of the API: what /take, /animate, bulk, compare and monitors do with a capture once its
-request is read (routes present the outcome). A slot reserved (service.quota), the job sealed and handed to a
+request is read (routes present the outcome). A slot held (service.quota), the job sealed and handed to a
 worker (service.api.dispatch) and settled; the cache's single flight and its background refresh; an async start; the
 webhook of a synchronous capture; one page load for several outputs (bulk `optimize`); a sub-request's options.
 """
@@ -53,11 +53,11 @@ def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | N
 async def run_capture(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
                       trace_id: str, *, store: bool = False, store_key: str | None = None,
                       keep_body: bool = False, interactive: bool = True) -> JobResult:
-    """Reserve a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
+    """Hold a slot, run the job on a worker, settle the quota (unless the worker did, with its result);
     raise the job's error if it failed. `interactive`: a client waits for this capture alone (not a bulk entry,
     nor a background refresh), so it goes before batch work."""
     grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace))
+    await context.quota.hold(org, reference, slot_hold(options.timeout, grace))
     success = settled = False
     try:
         job = JobRequest(
@@ -88,9 +88,9 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
 
 async def start_async(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
                       trace_id: str) -> None:
-    """Reserve a slot and queue the job; the worker finishes it (quota, record, webhook)."""
+    """Hold a slot and queue the job; the worker finishes it (quota, record, webhook)."""
     grace = context.settings.service.result_wait_grace
-    await context.quota.reserve(org, reference, slot_hold(options.timeout, grace, queued=True))
+    await context.quota.hold(org, reference, slot_hold(options.timeout, grace, queued=True))
     try:
         job = JobRequest(
             reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
@@ -176,13 +176,13 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
     page_fields = job_options(context, variants[0], references[0])
     grace = context.settings.service.result_wait_grace
     timeout = max(o.timeout for o in variants)
-    reserved: list[str] = []
+    held: list[str] = []
     try:
         for reference in references:
-            await context.quota.reserve(org, reference, slot_hold(timeout, grace))
-            reserved.append(reference)
+            await context.quota.hold(org, reference, slot_hold(timeout, grace))
+            held.append(reference)
     except ServiceError:
-        for reference in reserved:
+        for reference in held:
             await context.quota.settle(org, reference, success=False)
         return None
     outcomes: list[tuple[str, JobResult | ServiceError]] = []

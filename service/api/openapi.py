@@ -18,7 +18,7 @@ from fastapi.openapi.utils import get_openapi
 
 from render.contract.comparing import CompareRequest
 from render.contract.formats import FORMATS, media_types
-from render.contract.monitoring import MonitorSpec
+from render.contract.monitors import MonitorSpec
 from render.contract.timings import STAGES
 from service.api.error_reference import ENTRIES
 from service.options_schema import options_schema

@@ -25,7 +25,7 @@ import redis
 
 from render.contract import sealing
 from render.contract.errors import ServiceError
-from render.contract.monitoring import MonitorOrder, next_due
+from render.contract.monitors import MonitorOrder, next_due
 from render.contract.options import TakeOptions
 from render.contract.wire import JobRequest, JobResult
 from render.queue import async_jobs, lanes, monitors
@@ -41,7 +41,7 @@ from render.queue.records import queued_fields
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached, TemporaryUnavailable, over_share
 from service.monitor_schedule import RETRIES, RETRY_SECONDS, run_reference, schedule_run, sealed_for
 from service.organisations import organisation_by_id
-from service.quota import reserve_now, slot_hold
+from service.quota import hold_now, slot_hold
 from service.settings import Settings
 from service.times import iso_time
 
@@ -137,7 +137,7 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
     options = TakeOptions.model_validate(sealing.open_job(
         monitor.spec.request, monitor.sealed, settings.render.job_secret, sealed_for(monitor.id)))
     job = _job(settings, monitor, due, reference, options)
-    reserve_now(connection, org, reference, slot_hold(job.timeout, settings.service.result_wait_grace, queued=True))
+    hold_now(connection, org, reference, slot_hold(job.timeout, settings.service.result_wait_grace, queued=True))
     record = queued_fields(org.id, monitor=monitor.id, payload=orjson.dumps(job.to_json()).decode())
     keys, args = lanes.offer_call(lane_key(options.servers_region or None), job, lanes.ASYNC, lanes.BATCH,
                                   settings.service.max_queue, record)

@@ -67,7 +67,7 @@ def test_a_worker_publishes_its_result_with_the_quota_settled_and_the_api_takes_
         try:
             for reference, ok, body in (("small", True, b"\x89PNG\n" * 10), ("failed", False, b""),
                                         ("large", True, b"x" * (MESSAGE_LIMIT_BYTES + 1))):
-                await keeper.reserve(org, reference, 60)
+                await keeper.hold(org, reference, 60)
                 job = JobRequest(reference=reference, organisation=org.id, options={}, trace_id="t",
                                  deadline=time.time() + 5, reply_channel=dispatcher.reply_channel)
                 waiting = asyncio.create_task(dispatcher.run(job, wait_seconds=5))

@@ -102,3 +102,11 @@ def test_the_signing_example_is_what_the_server_computes() -> None:
              ("hide_selectors", "#cookie"), ("access_key", "demo-access")]
     assert canonical_message(pairs) == message
     assert sign(message, "demo-signing-key") == signature
+
+
+def test_every_path_the_architecture_names_exists() -> None:
+    """The table of features and the glossary point at files: a moved or renamed file fails here."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    paths = set(re.findall(r"`((?:render|service|animate|storage|deploy|tests|bench)/[\w/.-]*)`", text))
+    assert len(paths) > 50
+    assert sorted(path for path in paths if not (ROOT / path).exists()) == []

@@ -39,7 +39,7 @@ def test_concurrent_reservations_never_exceed_the_limit(redis_url: str) -> None:
     async def action(keeper: QuotaKeeper) -> list[bool]:
         async def one(i: int) -> bool:
             try:
-                await keeper.reserve(org, f"job{i}", 60)
+                await keeper.hold(org, f"job{i}", 60)
                 return True
             except ConcurrencyLimitReached:
                 return False
@@ -53,8 +53,8 @@ def test_only_successes_are_charged_once(redis_url: str) -> None:
     org = new_org(quota=10, concurrency=5)
 
     async def action(keeper: QuotaKeeper) -> tuple[list[bool], int]:
-        await keeper.reserve(org, "ok", 60)
-        await keeper.reserve(org, "failed", 60)
+        await keeper.hold(org, "ok", 60)
+        await keeper.hold(org, "failed", 60)
         charged = [
             await keeper.settle(org, "ok", success=True),
             await keeper.settle(org, "ok", success=True),  # second settle of the same job: nothing
@@ -71,12 +71,12 @@ def test_quota_counts_jobs_in_flight(redis_url: str) -> None:
     org = new_org(quota=2, concurrency=5)
 
     async def action(keeper: QuotaKeeper) -> None:
-        await keeper.reserve(org, "a", 60)
-        await keeper.reserve(org, "b", 60)
+        await keeper.hold(org, "a", 60)
+        await keeper.hold(org, "b", 60)
         with pytest.raises(ScreenshotsLimitReached):
-            await keeper.reserve(org, "c", 60)
+            await keeper.hold(org, "c", 60)
         await keeper.settle(org, "a", success=False)  # a failure gives its reservation back
-        await keeper.reserve(org, "c", 60)
+        await keeper.hold(org, "c", 60)
 
     run_with_keeper(redis_url, action)
 
@@ -85,11 +85,11 @@ def test_expired_slots_are_reclaimed(redis_url: str) -> None:
     org = new_org(quota=100, concurrency=1)
 
     async def action(keeper: QuotaKeeper) -> None:
-        await keeper.reserve(org, "crashed", 0.2)  # its holder never settles
+        await keeper.hold(org, "crashed", 0.2)  # its holder never settles
         with pytest.raises(ConcurrencyLimitReached):
-            await keeper.reserve(org, "next", 60)
+            await keeper.hold(org, "next", 60)
         await asyncio.sleep(0.3)
-        await keeper.reserve(org, "next", 60)
+        await keeper.hold(org, "next", 60)
 
     run_with_keeper(redis_url, action)
 
@@ -98,8 +98,8 @@ def test_usage_record(redis_url: str) -> None:
     org = new_org(quota=50, concurrency=4)
 
     async def action(keeper: QuotaKeeper) -> dict[str, object]:
-        await keeper.reserve(org, "a", 30)
-        await keeper.reserve(org, "b", 60)
+        await keeper.hold(org, "a", 30)
+        await keeper.hold(org, "b", 60)
         await keeper.settle(org, "b", success=True)
         return (await keeper.usage(org)).to_json()
 

@@ -36,7 +36,7 @@ SCRIPTS = _scripts()
 
 
 def test_the_queue_s_scripts_are_all_found() -> None:
-    assert {"OFFER", "TAKE", "START", "CANCEL", "DONE", "TAKE_BACK", "WAITING", "RESERVE", "SETTLE",
+    assert {"OFFER", "TAKE", "START", "CANCEL", "DONE", "TAKE_BACK", "WAITING", "HOLD", "SETTLE",
             "CREATE_WITHIN", "BY_ACCESS_KEY", "RELEASE_LOCK"} <= set(SCRIPTS)
 
 

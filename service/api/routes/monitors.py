@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from render.contract import sealing
 from render.contract.comparing import check_comparable
 from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, ServiceError
-from render.contract.monitoring import KEEP_RUNS_MAX, MonitorSpec, next_due
+from render.contract.monitors import KEEP_RUNS_MAX, MonitorSpec, next_due
 from render.contract.validation import validate_all
 from render.net.policy import check_url
 from render.queue import monitors

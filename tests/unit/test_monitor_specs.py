@@ -1,4 +1,4 @@
-"""render.contract.monitoring: when a monitor's next run is due (intervals, cron in a time zone across a daylight
+"""render.contract.monitors: when a monitor's next run is due (intervals, cron in a time zone across a daylight
 saving change, runs missed while nothing fired them), and what a schedule may be."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from render.contract.monitoring import MonitorSpec, Schedule, next_due
+from render.contract.monitors import MonitorSpec, Schedule, next_due
 from service.monitor_schedule import run_reference
 
 
