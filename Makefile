@@ -18,9 +18,9 @@ run: system venv rules
 
 # Two pytest processes at once, each taking the next test file as it is ready for one, the longest first
 # (tests/support/shards.py; SCREENSHOT_TEST_CLAIMS is where they take them): the suite mostly waits on pages and
-# processes, so one process kept only about 0.8 of the 2 cores busy. tests/cluster runs first, alone, as it always
-# did at the suite's start (its failover test needs a Redis primary whose replica keeps up, and recovers slower
-# later in a loaded run: session 28's note). Then the first share reports as it goes, the second's report follows.
+# processes, so one process alone leaves the cores idle. tests/cluster runs first, alone (its failover test needs a
+# Redis primary whose replica keeps up, which a loaded machine does not promise). Then the first share reports as it
+# goes, the second's report follows.
 # Any failing fails the target. Each has a temporary directory of its own (short: the embedded Redis's socket
 # lives in it).
 test: system venv rules corpus sdk lint
@@ -49,7 +49,7 @@ lint: venv
 unit: venv rules
 	$(BIN)/pytest -m "not browser"
 
-# The full soak of issue 8: 1,000 mixed captures, worker memory before and after (about 9 minutes here).
+# The full soak: 1,000 mixed captures, worker memory before and after (about 9 minutes).
 soak: system venv
 	SOAK_CAPTURES=1000 $(BIN)/pytest -s tests/integration/test_soak.py
 

@@ -1,4 +1,4 @@
-"""CPU time by part of the service (issue 50): Chromium, the workers' Python, Playwright's Node driver, the API,
+"""CPU time by part of the service: Chromium, the workers' Python, Playwright's Node driver, the API,
 the webhook deliverer and Redis, read from /proc around a stretch of load and divided by the captures made.
 
 A process's CPU is its own time plus that of the children it has reaped (so renderers Chromium closed during

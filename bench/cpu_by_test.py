@@ -7,7 +7,7 @@ runs it started), and writes it with the wall time to var/test-cpu-<share>.json.
 
 A process's time counts its own and that of its children it has reaped (cutime, cstime), so a test's figure holds
 what ended during it. Work started with the session (the contract run, the MCP scenario) counts to the tests it
-runs beside, and a module's fixtures to its first and last tests. Session 37: 2060 CPU s in all at 0786eb6.
+runs beside, and a module's fixtures to its first and last tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fairness scenario (issue 49): a quiet organisation's captures alone, and behind another organisation's
+"""The fairness scenario: a quiet organisation's captures alone, and behind another organisation's
 backlog of async captures kept at ten times what the fleet renders at once, in alternating rounds; its p50
 behind the backlog over its p50 alone is the ratio reported (goal: at most 1.2x). Run by `bench.run` on the
 service it measures; alone, on a service of its own: `.venv/bin/python -m bench.fairness [--shots 30]`."""

@@ -5,7 +5,7 @@ The plain script is what a team would write by hand: a warm Chromium, a new cont
 service runs as deployed (redis-server, API, one worker per core, network policy on) and is called
 over HTTP. The floor is the fastest a capture can be here: one warm page, `goto` and CDP
 `Page.captureScreenshot`. The three run side by side and take their shots in alternating blocks, so a
-shared machine's slow moments fall on all of them. Scenarios (issue 9): the simple page (PNG, JPEG,
+shared machine's slow moments fall on all of them. Scenarios: the simple page (PNG, JPEG,
 WebP), a heavy page (3 MB of images and fonts), full-page captures of 10,000 to 40,000 px pages, the
 simple page with 4 clients in parallel, a page with ads with and without `block_ads`, a cache hit, fairness
 (a quiet organisation's captures behind another's backlog: bench/fairness.py) and a 5 s scroll recording.
@@ -68,8 +68,8 @@ tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</
 </body></html>"""
 
 # The same page with 12 images, 3 of them ads by EasyList's rules (`/ads/728x90.`): for the cost of blocking,
-# which only requests with a blocking option pay. (Until session 25 the ads were `/ads/banner_N.gif`, which no
-# rule of Debian's EasyList matches: that scenario blocked nothing and measured the interception alone.)
+# which only requests with a blocking option pay. The ads' paths are ones Debian's EasyList matches, so the
+# scenario measures blocking, not only the interception.
 ADS_PAGE = SIMPLE_PAGE.replace("</body>", "".join(
     f'<img src="/bench/img/{i}.gif" width="80" height="60">' for i in range(9)) + "".join(
     f'<img src="/ads/728x90.gif?n={i}" width="728" height="90">' for i in range(3)) + "</body>")
@@ -164,7 +164,7 @@ SCENARIOS = [
              service_params=(("full_page_scroll", "false"),)),
     Scenario("full page 10,000 px, scrolled first (the service's default)", "/bench/full.html",
              full_page=True, plain=False),
-    # Past Chromium's 16,384 px texture size (issue 19): one capture, as Playwright's full_page.
+    # Past Chromium's 16,384 px texture size: one capture, as Playwright's full_page.
     Scenario("full page 20,000 px", "/bench/full.html?height=20000", full_page=True,
              service_params=(("full_page_scroll", "false"),)),
     Scenario("full page 40,000 px", "/bench/full.html?height=40000", full_page=True,
@@ -175,7 +175,7 @@ SCENARIOS = [
     Scenario("page with slow ads (300 ms)", "/bench/slow-ads.html", plain=False),
     Scenario("page with slow ads, block_ads", "/bench/slow-ads.html", service_params=(("block_ads", "true"),),
              plain=False, against="page with slow ads (300 ms)"),
-    # The cost of block_cookie_banners (issue 20): on a page without a banner, and on a real consent library's
+    # The cost of block_cookie_banners: on a page without a banner, and on a real consent library's
     # (tests/consent, installed by `make bench`), against the same page without the option.
     Scenario("simple page, block_cookie_banners", "/bench/simple.html",
              service_params=(("block_cookie_banners", "true"),), plain=False, against=SIMPLE.name),

@@ -22,9 +22,9 @@ from storage.settings import StorageSettings
 
 def default_workers(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """One render worker per core this process may use: with the headless shell a capture keeps about one core
-    busy, and on two cores two workers served 36% more captures a second than one, each faster
-    (bench/README.md). The cores are those it may run on, and no more than its cgroup's CPU limit (a
-    container's `--cpus 1` on a bigger host is one worker, not one per host core)."""
+    busy, and two workers on two cores serve more captures a second than one (bench/README.md). The cores are
+    those it may run on, and no more than its cgroup's CPU limit (a container's `--cpus 1` on a bigger host is one
+    worker, not one per host core)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limits = [("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us"),  # cgroup v2, then v1
               ("cpu,cpuacct/cpu.cfs_quota_us", "cpu,cpuacct/cpu.cfs_period_us")]

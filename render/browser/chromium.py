@@ -46,7 +46,7 @@ CHROMIUM_ARGS = [
     # CONNECT tunnel, which the policy checks); measured: a page's STUN requests to loopback stopped.
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     # navigator.webdriver is true under automation, and some pages and consent banners hide from such
-    # visitors; a screenshot shows what people see (issue 19).
+    # visitors; a screenshot shows what people see.
     "--disable-blink-features=AutomationControlled",
 ]
 # Playwright's own lists (its chromiumSwitches, version pinned in requirements.lock; a unit test checks they
@@ -61,20 +61,19 @@ PLAYWRIGHT_DISABLED_FEATURES = [
 PLAYWRIGHT_ENABLED_FEATURES = ["CDPScreenshotNewSurface", "SkipListAccountsWithoutGaiaCookies"]
 DISABLED_FEATURES = [
     *PLAYWRIGHT_DISABLED_FEATURES,
-    # A new frame host, Blink frame and compositor for every document: half of a navigation's CPU (a kept
-    # page navigates twice a job: to its URL, then to about:blank). Measured with Chromium 156 over raw CDP:
-    # about:blank 25 -> 10 ms of CPU, a simple page 28 -> 18.
+    # A new frame host, Blink frame and compositor for every document: much of a navigation's CPU, and a kept
+    # page navigates twice a job (to its URL, then to about:blank).
     "RenderDocument",
-    # Chromium's own spare renderer duplicates what the supervisor's prepared tab does (~6% CPU a job).
+    # Chromium's own spare renderer duplicates what the supervisor's prepared tab does, at a cost per job.
     "SpareRendererForSitePerProcess",
-    # Headless Chromium also builds the omnibox's WebUI popups for every window, renderers nothing ever
-    # shows that kept about 120 MB (measured with Chromium 156).
+    # Headless Chromium also builds the omnibox's WebUI popups for every window: renderers nothing ever shows,
+    # which keep memory.
     "WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup",
 ]
 # Without its sandbox (`--no-sandbox`), Chromium's zygotes (two processes that only fork renderers) and a
 # network service process of its own isolate nothing: the network service runs in the browser process and
-# renderers are started directly. Measured with Chromium 156 under load: about 140 MB less RSS summed over
-# the worker's processes (25 MB PSS), no slower. With the sandbox on, both stay as they are.
+# renderers are started directly: less memory over the worker's processes, no slower. With the sandbox on, both
+# stay as they are.
 UNSANDBOXED_ARGS = ["--no-sandbox", "--no-zygote", "--enable-features=NetworkServiceInProcess2"]
 # settings.chromium_low_memory. Smaller caches and a smaller JavaScript heap limit; the 4-bit tiles Chromium
 # uses on low-end phones need 512 MB of RAM or less, so captures stay the same pixel for pixel.

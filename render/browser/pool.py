@@ -71,7 +71,7 @@ class TabPool:
         """A clean tab at the default viewport: the page kept for `owner`, else the spare tab, else a new
         one. `blank`: a page whose document has an opaque origin of its own (an html or markdown source is
         written into it): a kept page's own about:blank keeps the origin of the page it unloaded, so the
-        browser navigates it to about:blank anew (10-20 ms; a new page cost 130 ms)."""
+        browser navigates it to about:blank anew (still far cheaper than a new page)."""
         releasing, self._releasing = self._releasing, None
         if releasing is not None:
             self.release_now()

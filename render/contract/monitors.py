@@ -1,4 +1,4 @@
-"""Monitors (issue 36): a capture run on a schedule, each run compared with the last, the webhook told when the page
+"""Monitors: a capture run on a schedule, each run compared with the last, the webhook told when the page
 changed. What a monitor is (`MonitorSpec`, the API's body), when it runs next (`next_due`), and what a run's job
 carries to its worker (`MonitorOrder`). Pure: the API, the deliverers (which fire runs) and the workers import it.
 """

@@ -1,4 +1,4 @@
-"""Two shots of a page compared (the visual diff of monitors and `/compare`, issue 36): the share of the newer
+"""Two shots of a page compared (the visual diff of monitors and `/compare`): the share of the newer
 shot's pixels that changed, a perceptual score (SSIM), the boxes of the changed regions, and the newer shot with
 its changes tinted.
 

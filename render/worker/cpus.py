@@ -1,43 +1,9 @@
-"""The CPUs a worker's job runs on: batch work stays off the interactive reserve's while interactive work comes, and
-runs only on the CPU time interactive work leaves, as far as the kernel lets the worker say so.
-
-The interactive reserve (SCREENSHOT_INTERACTIVE_RESERVE) keeps workers free for captures a client waits for; on a
-machine whose workers share its CPUs, a batch job rendering beside such a capture still takes its share of every
-CPU. While the reserve is in force (render.queue.lanes says so of the batch job it hands out), a worker renders a
-batch job on all the machine's CPUs but the reserve's share of them (one at least, never all), and any other job on
-all of them. It sets the CPU affinity of every thread of its process tree (its Python, Playwright's driver,
-Chromium and its renderers; the processes they start inherit it), only when the set changes: affinity, unlike a
-priority, needs no privilege to narrow and widen again. A move reads every process's parent from /proc (1.2 ms
-with 66 processes here, more on a host with many), and happens only when a worker goes from batch work with the
-reserve in force to other work or back.
-
-Affinity alone leaves the batch CPUs shared: a capture uses more than one CPU (Chromium's browser process, its
-compositor and renderer, the driver), and what it runs on the batch CPUs there competes with batch work as an equal.
-So for such a batch job the worker also lowers its browser, in the two ways the kernel weighs threads:
-- Within a group of threads, by class. Where the worker may raise a thread's scheduling back (CAP_SYS_NICE: root
-  outside a container, or a container given SYS_NICE; found once, on a thread of its own), it moves its Chromium
-  and driver to the idle scheduling class (SCHED_IDLE), which runs only when no ordinary thread of the group wants
-  the CPU, and back for any other job. Chromium's own thread priorities (nice values) do not lift a thread out of
-  that class. Without the privilege the move would be one-way (an unprivileged thread may lower its scheduling but
-  not raise it back), so the class is not used.
-- Between groups. Where the kernel groups ordinary threads by session (autogroup: on in most distributions'
-  kernels, for processes outside a container's or a unit's own CPU cgroup), each group with work gets an equal
-  share of a CPU whatever its threads' classes, and Playwright starts Chromium in a session of its own: the batch
-  job's Chromium and the waiting client's split the batch CPU half and half, idle class or not (the fairness bench:
-  1.30x with the class alone, 1.06x with the group lowered too, in alternation). So the worker sets the group of
-  each session below its own (Chromium's) to nice GROUP_NICE through /proc/<pid>/autogroup, and back to 0 for any
-  other job. An owner may set a group's nice at 0 or above without privilege, so this needs none. The kernel takes
-  at most ten such changes a second for the whole machine (EAGAIN past that): a change is retried for up to
-  GROUP_RETRY_SECONDS, one still refused is tried again before the next job, and a group at the nice wanted already
-  is not written.
-The worker's own process and group stay ordinary: its heartbeat says it is alive, and must never wait behind other
-work. A Chromium started anew during such work (after a crash) inherits the worker's affinity but its ordinary class
-and a group of its own, until the worker's next move.
-
-Either way the browser gives way to *any* ordinary work, not only to interactive work: on a machine kept busy by
-something else, a batch job would get next to no CPU at all. So it is lowered for at most IDLE_SECONDS of each job (a
-simple page's batch job takes a fraction of that), after which the job's browser is ordinary again, on the batch CPUs
-still: batch work is delayed by that much at most.
+"""The CPUs a worker's job runs on: batch work taken while the interactive reserve is in force stays off the
+reserve's CPUs (CPU affinity of the worker's whole process tree, Chromium's included), and for at most its first
+IDLE_SECONDS its browser is lowered too: to the idle scheduling class where the worker may raise it back
+(CAP_SYS_NICE), and its session group to nice GROUP_NICE where the kernel groups threads by session (autogroup).
+Any other job runs on every CPU, ordinary. The worker's own process always stays ordinary: its heartbeat proves it
+alive. docs/architecture.md ("The hand-off") says why each of these is needed and what the kernel allows.
 """
 
 from __future__ import annotations

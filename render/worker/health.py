@@ -1,4 +1,4 @@
-"""Whether this worker can render, told truthfully (issue 47): a worker whose Chromium cannot start, or keeps dying,
+"""Whether this worker can render, told truthfully: a worker whose Chromium cannot start, or keeps dying,
 is unhealthy. It takes no job, /readyz does not count it, its container's health check says why, and it tries
 again (every PROBE_FIRST_SECONDS at first, backing off to PROBE_MOST_SECONDS) until a tab opens and runs a script.
 """

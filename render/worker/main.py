@@ -36,7 +36,7 @@ UNHEALTHY_SLEEP_SECONDS = 0.5  # between looks at whether a probe of the browser
 
 def fewer_malloc_arenas() -> None:
     """Two glibc malloc arenas for the worker, its driver and Chromium instead of up to eight per core:
-    their threads otherwise each keep freed memory of their own (about 10 MB less in all, measured)."""
+    their threads otherwise each keep freed memory of their own."""
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # the driver and Chromium start later, with this environment
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)

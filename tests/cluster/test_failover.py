@@ -1,4 +1,4 @@
-"""Redis Sentinel failover under load (issue 23).
+"""Redis Sentinel failover under load.
 
 A primary, two replicas and three sentinels (Debian's redis-sentinel) on loopback, each Redis with a
 password, AOF (`appendfsync everysec`) and `min-replicas-to-write 1`: the settings deploy/ carries. The

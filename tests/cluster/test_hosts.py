@@ -1,4 +1,4 @@
-"""The service across hosts that share nothing but Redis and S3 (issue 23).
+"""The service across hosts that share nothing but Redis and S3.
 
 Each host is a network namespace on a subnet of the test's own (tests/cluster/network.py), with no route
 out: `store` runs redis-server (TLS with a CA the test makes, an ACL user with a password, the default user

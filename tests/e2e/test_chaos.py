@@ -1,4 +1,4 @@
-"""Kills and Redis loss under load (issue 32): one `screenshot-service run` instance, as an operator runs it
+"""Kills and Redis loss under load: one `screenshot-service run` instance, as an operator runs it
 (two workers, a short webhook schedule), takes a burst of async captures with webhooks and sync captures,
 some of pages that take 3 s, while a Chromium, a render worker, the webhook deliverer in the middle of a
 delivery and the embedded redis-server are killed by PID. Nothing is lost, nothing is done twice, nothing

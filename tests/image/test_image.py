@@ -1,4 +1,4 @@
-"""The container image built and run as an operator runs it (issue 47): Debian's Podman, Docker's image format, the
+"""The container image built and run as an operator runs it: Debian's Podman, Docker's image format, the
 base made with mmdebstrap from Debian's packages (the registry of images is not reachable here) and tagged as the
 Dockerfile's FROM, host networking only. `make image-test` runs this module after `make test`.
 

@@ -1,4 +1,4 @@
-"""POST /compare (issue 36): two captures or earlier results compared on a worker, the change reported where the
+"""POST /compare: two captures or earlier results compared on a worker, the change reported where the
 page changed and nowhere else, pages that grew aligned, the diff image tinted, captures charged and the compare
 not, bad sides refused naming their field."""
 

@@ -240,7 +240,7 @@ async def loaded_with_the_option(url: str) -> AsyncIterator[tuple[Tab, Annoyance
 
 def test_a_banner_refused_before_the_worker_hears_of_it_leaves_no_revisit_button(
         site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The race a busy worker met (issue 50): autoconsent refuses osano's opt-out banner before the page has
+    """The race a busy worker met: autoconsent refuses osano's opt-out banner before the page has
     loaded, the banner is out of sight by the worker's first look (faded out, or transparent under
     autoconsent's pre-hiding), and the worker, starved of CPU, has not yet heard autoconsent's messages; the
     library's "Cookie Policy" button must go all the same. Made exact here: the worker answers autoconsent's
@@ -289,7 +289,7 @@ SLIDE_HYDRATED = """() => document.querySelector('cookie-consent-banner')?.shado
 
 
 def test_a_web_component_s_banner_still_sliding_in_is_hidden(site: Site) -> None:
-    """The race a busy worker met (issue 50): the worker looked while @porscheofficial/cookie-consent-banner was
+    """The race a busy worker met: the worker looked while @porscheofficial/cookie-consent-banner was
     sliding in, its box across the viewport's bottom edge. What the page shows there is the text slotted into the
     banner, which the shadow root's hit test gives as the banner's host: the banner must count as on top all the
     same. Made exact here: the slide-in is paused at such a point before the look."""

@@ -1,4 +1,4 @@
-"""The OpenAPI as a contract, as an integrator's tester reads it (issue 51): schemathesis's own CLI (pinned in the
+"""The OpenAPI as a contract, as an integrator's tester reads it: schemathesis's own CLI (pinned in the
 test dependencies) against the served `/openapi.json`, every phase (the document's examples, coverage of each
 parameter's edges, fuzzing, stateful sequences along the document's links) and every check (no server error,
 documented status codes, media types, headers and bodies, negative data refused, positive data accepted, the

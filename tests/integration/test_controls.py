@@ -1,4 +1,4 @@
-"""Every capture control of /take (issue 3), each checked on the output of a page made for it."""
+"""Every capture control of /take, each checked on the output of a page made for it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fidelity (issue 19): the service's pictures against a plain Playwright script on the same Chromium
+"""Fidelity: the service's pictures against a plain Playwright script on the same Chromium
 (tests/support/plain.py), on saved real pages and on a tall page whose rows encode their own y."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def _kept(params: Any, data: st.DataObject, label: str) -> dict[str, Any]:
 
 
 def narrowed_json(case: Any, data: st.DataObject, site: Site) -> None:
-    """The JSON routes added since /take's security work (issue 46), narrowed the same way: compare sides on a
+    """The JSON routes added since /take's security work, narrowed the same way: compare sides on a
     real page with a few generated parameters each, a bulk merge of PDFs, a (paused) monitor of a real page."""
     path, body = case.formatted_path, case.body if isinstance(case.body, dict) else {}
     page = {"url": site.url("/colours.html"), "viewport_width": 200, "viewport_height": 100}

@@ -1,4 +1,4 @@
-"""What an attacker tried (issue 18), through the real service: credentials that must not reach a third
+"""What an attacker tried, through the real service: credentials that must not reach a third
 party, UDP that must not leave a page, secrets that must not rest in Redis, inputs that must not break a
 request after it is charged, errors that must not repeat a secret, and a page that crashes its renderer.
 

@@ -1,4 +1,4 @@
-"""JSON bodies as the OpenAPI document types them (issue 51): a value of another JSON type is refused, naming
+"""JSON bodies as the OpenAPI document types them: a value of another JSON type is refused, naming
 the field, on every parameter the document types; null is accepted wherever the document says so (the same as
 leaving the parameter out); `/bulk` is held to its whole schema, leaving to each entry's answer only what the
 schema cannot say. The wrong values are derived from the served document itself, so a parameter added later

@@ -1,4 +1,4 @@
-"""markdown_content=main (issue 37): the article of a page as Markdown, measured on saved real article pages whose
+"""markdown_content=main: the article of a page as Markdown, measured on saved real article pages whose
 article text is known (tests/material/articles, from Scrapinghub's article extraction benchmark): the words of each
 Markdown against the article's, as precision and recall, whole page and main content side by side."""
 

@@ -1,4 +1,4 @@
-"""`screenshot-service mcp` (issue 37) driven by the official MCP SDK's own client, over stdio and over streamable HTTP:
+"""`screenshot-service mcp` driven by the official MCP SDK's own client, over stdio and over streamable HTTP:
 the tools and their schemas, an image returned as MCP image content, Markdown as text, a PDF as a link, a compare,
 a job's status, refusals named as the API names them, and the organisation's key and quota as for any caller."""
 
@@ -136,7 +136,7 @@ def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, cl
     assert spent.is_error and "screenshots_limit_reached" in spent.content[0].text
 
 
-# --- a standard client that nobody here wrote: the official TypeScript SDK (issue 51) -------------------------
+# --- a standard client that nobody here wrote: the official TypeScript SDK -------------------------
 
 
 def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_queued_one(
@@ -168,7 +168,7 @@ def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_que
     assert typescript_mcp_run.used() == typescript_mcp_run.sides  # the long captures, not the cancelled ones
 
 
-# --- the HTTP server as closed as the API (issue 46) --------------------------------------------------------
+# --- the HTTP server as closed as the API --------------------------------------------------------
 
 
 def _start_http(service: RunningService, host: str, *extra: str, env: dict[str, str] | None = None

@@ -1,4 +1,4 @@
-"""Monitors' scheduling across processes (issue 36): two APIs and two deliverers start each run once, a run due
+"""Monitors' scheduling across processes: two APIs and two deliverers start each run once, a run due
 while no deliverer runs starts once when one is back, a dead scheduler's lock is taken over, and a monitor whose
 next run was lost is scheduled again by the sweep."""
 

@@ -1,4 +1,4 @@
-"""Monitors (issue 36): a page captured on a schedule, each run compared with the last success, the webhook told
+"""Monitors: a page captured on a schedule, each run compared with the last success, the webhook told
 only of changes; monitors created, listed, changed, paused (by hand and after failures in a row) and deleted;
 bad specs refused naming their field."""
 

@@ -1,4 +1,4 @@
-"""The network policy (docs/security.md) with its default on: every attack case of issue 4 is refused.
+"""The network policy (docs/security.md) with its default on: every attack case is refused.
 
 Two local sites share one port: the allowed site on 127.0.0.2 (the only address the guarded service's
 allowlist opens) and a "secret" site on 127.0.0.1 that must never see a request. Test names resolve
@@ -216,7 +216,7 @@ def test_an_allowed_page_sends_no_udp(isolated_http: httpx.Client, isolated_org:
         assert canary.datagrams == 0, "a page sent UDP around the network policy"
 
 
-# --- the surfaces added since /take's security work (issue 46) --------------------------------------------
+# --- the surfaces added since /take's security work --------------------------------------------
 
 PRIVATE_FORMS = [
     "http://127.0.0.1:{port}/", "http://localhost:{port}/", "http://[::1]:{port}/", "http://0.0.0.0:{port}/",

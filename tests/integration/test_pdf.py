@@ -1,4 +1,4 @@
-"""PDF as complete as Gotenberg's (issue 37): custom sheets, the page's CSS size, scale, page ranges, header and
+"""PDF as complete as Gotenberg's: custom sheets, the page's CSS size, scale, page ranges, header and
 footer templates, tagged PDF with an outline, document metadata. Checked on the files themselves: poppler's
 pdfinfo and pdftotext, qpdf --check, and pikepdf for the structure tree, outline and XMP metadata."""
 

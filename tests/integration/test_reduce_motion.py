@@ -1,4 +1,4 @@
-"""reduce_motion (an SDK parameter, issue 21) on pixels: a page full of motion (tests/support/pages/motion.py: CSS
+"""reduce_motion (an SDK parameter) on pixels: a page full of motion (tests/support/pages/motion.py: CSS
 and Web Animations, a transition, an autoplaying video, Swiper and Bootstrap carousels) captured with it
 looks like the same page drawn still, at any delay; without it, two captures differ."""
 

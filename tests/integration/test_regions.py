@@ -1,4 +1,4 @@
-"""servers_region (an SDK parameter, issue 21): workers an operator labels by region (SCREENSHOT_REGIONS,
+"""servers_region (an SDK parameter): workers an operator labels by region (SCREENSHOT_REGIONS,
 SCREENSHOT_WORKER_REGIONS) take only their region's jobs and any job that names none; an unknown region is
 refused naming the known ones. Which worker rendered a job is read from its record in Redis."""
 

@@ -1,5 +1,4 @@
-"""The default full page against a plain browser's on every saved page we have, and the blank-capture guard
-(issue 45).
+"""The default full page against a plain browser's on every saved page we have, and the blank-capture guard.
 
 A default changed for speed (the adaptive lazy-load scroll) once answered a saved news article as one white
 sheet: the page hides itself until an A/B test's script arrives or its own timer gives up, and the faster
@@ -113,7 +112,7 @@ def test_the_default_full_page_of_a_saved_page_is_a_plain_browsers(
 def test_a_page_that_hides_itself_is_captured_once_it_shows(
         shots: Shots, plain: PlainBrowser, site: Site, path: str) -> None:
     """Hidden from its first byte until its own timer ends, as an anti-flicker snippet whose script never
-    comes: captured when it shows (before issue 45, one white sheet answered 200 with nothing said)."""
+    comes: captured when it shows, not as one white sheet answered 200 with nothing said."""
     _compare(shots, plain, site, path)
 
 

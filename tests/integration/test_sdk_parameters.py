@@ -1,4 +1,4 @@
-"""Parameters the hosted API's SDKs send beyond the spec (issue 21), each checked on its output:
+"""Parameters the hosted API's SDKs send beyond the spec, each checked on its output:
 include_shadow_dom, attachment_name, request_gpu_rendering, full_page_slices, and the error reference
 documentation_url points at. The SDKs themselves are driven in test_sdks.py."""
 

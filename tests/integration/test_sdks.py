@@ -1,4 +1,4 @@
-"""The hosted API's official SDKs against this service, unchanged but for the base URL (issue 21).
+"""The hosted API's official SDKs against this service, unchanged but for the base URL.
 
 Python: `screenshotone` (PyPI, pinned in requirements.lock); Node: `screenshotone-api-sdk` (npm, pinned in
 tests/sdk/package-lock.json), driven by tests/sdk/node_calls.mjs. Every builder method of each SDK is

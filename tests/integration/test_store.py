@@ -1,4 +1,4 @@
-"""store=true (an SDK parameter, issue 21): the result uploaded to the caller's own bucket with the caller's
+"""store=true (an SDK parameter): the result uploaded to the caller's own bucket with the caller's
 credentials, under the network policy; failures are storage_access_denied and not charged; the credentials
 are neither stored nor logged.
 

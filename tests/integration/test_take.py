@@ -240,7 +240,7 @@ def test_response_type_empty(client: httpx.Client, org: Org, site: Site) -> None
     assert response.status_code == 200
     assert response.content == b""
     assert int(response.headers["x-service-size-bytes"]) > 0
-    # Typed as the output it stands for: the OpenAPI documents no untyped 200 (issue 51).
+    # Typed as the output it stands for: the OpenAPI documents no untyped 200.
     assert response.headers["content-type"] == "image/png"
     webp = take(client, org, url=site.url("/colours.html"), response_type="empty", format="webp")
     assert (webp.content, webp.headers["content-type"]) == (b"", "image/webp")

@@ -161,7 +161,7 @@ def test_bad_vision_parameters_name_the_field(isolated_http: httpx.Client, isola
     assert field in [d["field"] for d in response.json()["error_details"]]
 
 
-# --- schemas that must never fetch, loop or backtrack (issue 46) --------------------------------------
+# --- schemas that must never fetch, loop or backtrack --------------------------------------
 
 
 def _nested(levels: int) -> dict:

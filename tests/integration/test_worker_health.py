@@ -1,4 +1,4 @@
-"""Health that tells the truth (issue 47): a worker whose Chromium cannot start says so, is not counted by /readyz
+"""Health that tells the truth: a worker whose Chromium cannot start says so, is not counted by /readyz
 and takes no job; once Chromium can start it takes jobs again, with nothing restarted by hand.
 
 The worker's Chromium is a wrapper that fails as Chromium does under a seccomp profile refusing user namespaces

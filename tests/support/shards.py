@@ -4,8 +4,8 @@ cores busy), so two overlap well.
 
 Each share takes the files it runs while it runs (SCREENSHOT_TEST_CLAIMS: a directory both see, where taking a
 file is making a file of its name there, which only one process can): the longest first, as each share is ready
-for its next, so both end together however the machine's pace drifts (session 36: a fixed split by last run's
-times still left one share 4 min behind the other). Each share is a session of its own (its Redis, site and
+for its next, so both end together however the machine's pace drifts (a fixed split by the last run's times does
+not). Each share is a session of its own (its Redis, site and
 service), and a file never straddles two: its module fixtures start once.
 
 Some files are placed before the run instead (anchored):
@@ -38,10 +38,8 @@ ROOT = Path(__file__).parents[2]
 DURATIONS = ROOT / "tests" / "durations.json"
 MEASURED = ROOT / "var"
 WHOLE = ("tests/cluster/", "tests/e2e/")
-# Run by neither share but alone before both (Makefile `test`), as they ran at the start of the one-process suite:
-# later in a loaded run the failover test's primary once refused writes (NOREPLICAS: its replica past
-# min-replicas-max-lag) and an async job's webhook did not come within 120 s, and once recovery took 14 s
-# (session 28's note).
+# Run by neither share but alone before both (Makefile `test`): in a loaded run the failover test's primary may
+# refuse writes (NOREPLICAS: its replica past min-replicas-max-lag) and recover too slowly.
 ALONE = ("tests/cluster/",)
 JOINING = ("tests/integration/test_contract.py", "tests/integration/test_mcp.py", "tests/unit/test_lock.py")
 T = TypeVar("T")

@@ -258,7 +258,7 @@ def _worker_in_the_first_session() -> None:
 def test_a_worker_in_the_first_session_s_group_still_lowers_its_browser_s() -> None:
     """A worker started without a session of its own (a container's first process, a CI runner's job) is in the
     group the kernel shows as nothing: its browser's group, in a session of its own, is lowered and raised all the
-    same (session 37's CI refused every change there)."""
+    same."""
     _as_a_worker(_worker_in_the_first_session)
 
 

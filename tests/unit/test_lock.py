@@ -1,4 +1,4 @@
-"""The lock installs on stock Debian 12 (issue 47): resolved with Debian's own `/usr/bin/python3` (3.11.2, the
+"""The lock installs on stock Debian 12: resolved with Debian's own `/usr/bin/python3` (3.11.2, the
 container image's interpreter), not only with whatever newer 3.11 a developer's machine has. A pin that needs a
 later Python (soupsieve 4.1.1 needs 3.11.5) made `pip install -c requirements.lock` impossible there."""
 

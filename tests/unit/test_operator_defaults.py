@@ -1,4 +1,4 @@
-"""What an operator meets first (issue 47): as many workers as the container may use, an address a client can
+"""What an operator meets first: as many workers as the container may use, an address a client can
 reach in the banner and links."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`/v1/monitors`: pages watched on a schedule (issue 36). Create, list, show, change, delete a monitor, and read
+"""`/v1/monitors`: pages watched on a schedule. Create, list, show, change, delete a monitor, and read
 its runs. Each run is a capture charged as one, compared with the monitor's last success by its worker; the
 monitor's webhook is told of changes (service.deliverer.monitor_runs fires the runs, render.queue.monitors keeps them).
 """

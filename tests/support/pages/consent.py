@@ -214,8 +214,7 @@ cookies to measure how our articles are read. <button>Accept</button> <button>Re
 addEventListener('load', () => document.head.insertAdjacentHTML('beforeend',
   '<link rel="stylesheet" href="/consent/late-style.css">'));
 </script>"""),
-    # Held out: added once the libraries above passed, and checked the same way (they passed as they are;
-    # see issue 20's notes).
+    # Held out: added once the libraries above passed, and checked the same way (they passed as they are).
     ConsentPage("cookie-consent-js", "cookie-consent-js", "modal", body=f"""<link rel="stylesheet"
 href="{_lib("cookie-consent-js/src/cookie-consent.css")}">
 <script src="{_lib("cookie-consent-js/src/cookie-consent.js")}"></script>

@@ -1,4 +1,4 @@
-"""Pages made for the capture-control tests (issue 3): each shows its state as colours at known points
+"""Pages made for the capture-control tests: each shows its state as colours at known points
 or as text in the DOM, so a test can read the outcome from the output."""
 
 from __future__ import annotations

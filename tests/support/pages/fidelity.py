@@ -1,4 +1,4 @@
-"""Pages of the fidelity suite (issue 19): a tall page whose rows encode their own y, and saved copies of
+"""Pages of the fidelity suite: a tall page whose rows encode their own y, and saved copies of
 real pages (tests/material/real_pages, see its README for where they come from and their licence).
 
 The tall page holds every full-page pitfall at known places, so a capture can be checked by reading it:

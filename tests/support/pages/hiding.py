@@ -1,4 +1,4 @@
-"""Pages that hide themselves while they load (issue 45), the way A/B-testing tools' anti-flicker snippets do,
+"""Pages that hide themselves while they load, the way A/B-testing tools' anti-flicker snippets do,
 and a page that is one colour although it has text.
 
 `/hiding/page.html?kind=<kind>&ms=<ms>&height=<px>`: rows of coloured blocks with their y written on them and a

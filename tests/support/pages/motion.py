@@ -1,4 +1,4 @@
-"""A page full of motion for `reduce_motion` (issue 21): CSS animations finite and looping, a transition, a
+"""A page full of motion for `reduce_motion`: CSS animations finite and looping, a transition, a
 Web Animation, an autoplaying video, a Swiper and a Bootstrap carousel with autoplay (the real libraries,
 pinned in tests/consent/package.json and served from its node_modules), and a reveal-on-scroll effect at
 the bottom. `?still=1` is the same page drawn still, as reduce_motion should leave it: finite motion at its

@@ -1,4 +1,4 @@
-"""Pages that change between captures (issue 36: `/compare` and monitors), each change at a place the tests know.
+"""Pages that change between captures (`/compare` and monitors), each change at a place the tests know.
 
 `/watch/page.html?v=<version>`: a price list whose versions differ from `base` in one way each:
 - `text`: the price (the element at PRICE_BOX) reads differently;
