@@ -34,24 +34,24 @@ class Screencast:
 
     async def __aenter__(self) -> Screencast:
         self._tab.cdp.on("Page.screencastFrame", self._pushed)
-        await self._tab.cdp.send("Page.startScreencast", self._params)
+        await self._tab.send("Page.startScreencast", self._params)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._tab.cdp.remove_listener("Page.screencastFrame", self._pushed)
         with contextlib.suppress(Exception):  # the page may be gone with a failed job
-            await self._tab.cdp.send("Page.stopScreencast")
+            await self._tab.send("Page.stopScreencast")
 
     async def restart(self) -> None:
         """After a navigation: a new document may not go on being cast."""
         with contextlib.suppress(Exception):
-            await self._tab.cdp.send("Page.stopScreencast")
+            await self._tab.send("Page.stopScreencast")
         self._latest = None
-        await self._tab.cdp.send("Page.startScreencast", self._params)
+        await self._tab.send("Page.startScreencast", self._params)
 
     def _pushed(self, event: dict[str, Any]) -> None:
         # Acknowledged at once: Chromium sends the next frame only then.
-        ack = asyncio.ensure_future(self._tab.cdp.send("Page.screencastFrameAck", {"sessionId": event["sessionId"]}))
+        ack = asyncio.ensure_future(self._tab.send("Page.screencastFrameAck", {"sessionId": event["sessionId"]}))
         self._acks.add(ack)
         ack.add_done_callback(self._done_ack)
         self._latest = (float(event["metadata"].get("scrollOffsetY", -1.0)), event["data"])

@@ -183,7 +183,7 @@ class TabPool:
             held = await measuring
             if held > self.settings.chromium_memory_mb * 2**20:
                 await asyncio.gather(self.chromium.relieve_memory(),
-                                     *([kept.cdp.send("HeapProfiler.collectGarbage")] if kept else []))
+                                     *([kept.send("HeapProfiler.collectGarbage")] if kept else []))
                 self.memory_reliefs += 1
                 log.debug("chromium held %d MiB of private memory; told to free it", held // 2**20)
         except Exception:  # Chromium restarting or gone: the next job starts a new one anyway

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -21,6 +21,7 @@ from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from render.browser.client_hints import user_agent_override
+from render.browser.page_changes import CDP_EFFECTS, PLAYWRIGHT_EFFECTS, Effect, UnknownCommand
 from render.contract.devices import DEFAULT_HEIGHT, DEFAULT_WIDTH, Viewport, desktop_user_agent
 from render.net.egress import EgressProxy, Listener
 
@@ -45,14 +46,15 @@ class PageHelper(Protocol):
 
 @dataclass
 class Tab:
-    """A page in its own context, with a CDP session for captures."""
+    """A page in its own context, with a CDP session for captures. A job changes the page only through the tab's
+    operations (`send`, `add_init_script`, ...), each of which records what it leaves (`changes`: render.browser.
+    page_changes); the wipe reads the record."""
 
     context: BrowserContext
     page: Page
     cdp: CDPSession
-    # Set by whatever changes the page's own settings for a job (emulation, routes, init scripts,
-    # listeners, extra headers): such a page is not reused for the next job.
-    dirty: bool = False
+    # What the jobs since the last wipe left on the page, by effect: what did it (a command, an operation, a reason).
+    changes: dict[Effect, list[str]] = field(default_factory=dict)
     # The job's blocking (render.page.blocking), while it is on: whether a paused request is refused (failed as
     # blocked by the client) rather than sent. Taken off when the page is wiped (`leave`).
     refuses: Callable[[dict[str, Any]], bool] | None = None
@@ -65,8 +67,6 @@ class Tab:
     # a connection of that job's (an inherited about:blank, say) is wiped too.
     held_origins: set[str] = field(default_factory=set)
     crashed: bool = False  # its renderer died (the page's "crash" event)
-    # A job granted the context a permission (geolocation): the wipe resets the context's permissions.
-    permissions_granted: bool = False
     # A request of the page carried a user or password in its URL (CREDENTIAL_URLS): the context may hold
     # them in its HTTP auth cache, so it is not kept.
     credentials_used: bool = False
@@ -88,6 +88,82 @@ class Tab:
     _left: asyncio.Future[Any] | None = field(default=None, repr=False)  # `leave`'s
     _continuing: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
     _main_frame_id: str | None = field(default=None, repr=False)
+
+    @property
+    def dirty(self) -> bool:
+        """A job changed the page's own settings (emulation, init scripts, routes, listeners, ...): the page is
+        replaced, not reused, for the organisation's next job."""
+        return Effect.SETTINGS in self.changes
+
+    @property
+    def permissions_granted(self) -> bool:
+        """A job granted the context a permission: the wipe resets the context's permissions."""
+        return Effect.PERMISSIONS in self.changes
+
+    def changed(self, effect: Effect, what: str) -> None:
+        """Record that `what` left `effect` on the page (done by every operation of the tab before it acts)."""
+        if effect is not Effect.NONE:
+            self.changes.setdefault(effect, []).append(what)
+
+    def forget_changes(self) -> None:
+        """The wipe has undone what the jobs left (render.browser.wiping)."""
+        self.changes = {}
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """A DevTools command on the tab's session, its effect recorded first (CDP_EFFECTS); a command whose effect
+        nobody has said is refused, so none can change the page unseen."""
+        effect = CDP_EFFECTS.get(method)
+        if effect is None:
+            raise UnknownCommand(f"{method}: say what it leaves on a page in render.browser.page_changes")
+        self.changed(effect, method)
+        return await self.cdp.send(method, params or {})
+
+    async def add_init_script(self, script: str) -> None:
+        """A script run in every document the page loads from now on."""
+        self.changed(PLAYWRIGHT_EFFECTS["add_init_script"], "add_init_script")
+        await self.page.add_init_script(script)
+
+    async def expose_binding(self, name: str, callback: Callable[..., Any]) -> None:
+        """A function of the worker the page's documents can call."""
+        self.changed(PLAYWRIGHT_EFFECTS["expose_binding"], f"expose_binding {name}")
+        await self.page.expose_binding(name, callback)
+
+    async def route_web_socket(self, url: str, handler: Callable[[Any], Awaitable[None]]) -> None:
+        """WebSockets the page opens handed to `handler` (they are not paused with its requests)."""
+        self.changed(PLAYWRIGHT_EFFECTS["route_web_socket"], "route_web_socket")
+        await self.page.route_web_socket(url, handler)
+
+    async def emulate_media(self, media: Any) -> None:
+        """The CSS media type the page lays out for."""
+        self.changed(PLAYWRIGHT_EFFECTS["emulate_media"], "emulate_media")
+        await self.page.emulate_media(media=media)
+
+    async def grant_permissions(self, permissions: list[str]) -> None:
+        """Permissions granted to the context (reset by the wipe)."""
+        self.changed(PLAYWRIGHT_EFFECTS["grant_permissions"], f"grant_permissions {', '.join(permissions)}")
+        await self.context.grant_permissions(permissions)
+
+    async def add_helper(self, name: str, helper: PageHelper, callback: Callable[..., Any], script: str) -> None:
+        """A helper for the page's lifetime (`helpers[name]`): a binding the page calls and a script in every
+        document. Switched off between jobs, so it leaves nothing a next job could meet: recorded as no change."""
+        await self.page.expose_binding(name, callback)
+        await self.page.add_init_script(script)
+        self.helpers[name] = helper
+
+    def keep_listening(self, event: str, handler: Callable[..., Any]) -> None:
+        """A listener on the page for its lifetime (one a job removes itself needs no record)."""
+        self.changed(Effect.SETTINGS, f"listener on {event}")
+        self.page.on(event, handler)  # type: ignore[call-overload]
+
+    async def act(self, element: Any, action: str, timeout_ms: float) -> None:
+        """Click or hover `element` (a Playwright element handle): the mouse stays where the job left it."""
+        self.changed(Effect.SETTINGS, f"mouse moved by {action}")
+        await (element.click if action == "click" else element.hover)(timeout=timeout_ms)
+
+    async def add_cookies(self, cookies: list[Any]) -> None:
+        """Cookies in the context (cleared by the wipe)."""
+        self.changed(PLAYWRIGHT_EFFECTS["add_cookies"], "add_cookies")
+        await self.context.add_cookies(cookies)
 
     def paused(self, event: dict[str, Any]) -> None:
         """A request paused by Fetch (CREDENTIAL_URLS, or EVERY_URL for `refuses` and `on_request`): refused,
@@ -130,19 +206,26 @@ class Tab:
 
     async def _send_quietly(self, method: str, params: dict[str, Any]) -> None:
         with contextlib.suppress(Exception):  # cancelled meanwhile, or the page closed
-            await self.cdp.send(method, params)
+            await self.send(method, params)
 
     async def main_frame_id(self) -> str:
         """The DevTools id of the page's main frame (the same for the page's whole life, whatever it loads)."""
         if self._main_frame_id is None:
-            self._main_frame_id = (await self.cdp.send("Page.getFrameTree"))["frameTree"]["frame"]["id"]
+            self._main_frame_id = (await self.send("Page.getFrameTree"))["frameTree"]["frame"]["id"]
         return self._main_frame_id
 
     async def pause_all(self) -> None:
         """From now on every request of the page pauses (and is continued unless a job's handler says otherwise)."""
         if not self.pausing_all:
-            await self.cdp.send("Fetch.enable", EVERY_URL)
+            await self.send("Fetch.enable", EVERY_URL)
             self.pausing_all = True
+
+    async def intercept_requests(self, handler: Callable[[dict[str, Any]], None]) -> None:
+        """From now on every request of the page pauses and is handed to `handler`, which continues it; for the
+        page's lifetime, so the page is not reused."""
+        self.changed(Effect.SETTINGS, "requests intercepted")
+        self.on_request = handler
+        await self.pause_all()
 
     async def refuse_requests(self, refuses: Callable[[dict[str, Any]], bool]) -> None:
         """From now on every request of the page pauses, and those `refuses` says so of are failed."""
@@ -178,7 +261,7 @@ class Tab:
         return its JSON result (awaited when it is a promise), as `Page.evaluate` does. Straight over CDP: cheaper
         than Playwright's, which tracks execution contexts and sets up its utility world. A script that throws
         raises Playwright's `Error`, as `Page.evaluate` does."""
-        answer = await self.cdp.send("Runtime.evaluate", {
+        answer = await self.send("Runtime.evaluate", {
             "expression": f"({function})({json.dumps(argument)})", "returnByValue": True, "awaitPromise": True})
         if "exceptionDetails" in answer:
             details = answer["exceptionDetails"]
@@ -215,7 +298,7 @@ async def bring_to_front(tab: Tab) -> None:
     browser = tab.context.browser
     if browser is not None and _front.get(browser) is tab:
         return
-    await tab.cdp.send("Page.bringToFront")
+    await tab.send("Page.bringToFront")
     if browser is not None:
         _front[browser] = tab
 
@@ -262,6 +345,7 @@ async def open_page(context: BrowserContext, chrome_version: str) -> Tab:
     page = await context.new_page()
     cdp = await context.new_cdp_session(page)
     tab = Tab(context, page, cdp)
+    # The page's defaults, before any job (so straight on the session, not recorded as a job's changes).
     # The default agent's client hints: Chrome's brands, not "HeadlessChrome" (render.browser.client_hints).
     override, _ = user_agent_override(desktop_user_agent(chrome_version.split(".")[0]), chrome_version)
     await cdp.send("Emulation.setUserAgentOverride", override)

@@ -4,7 +4,8 @@ The page is unloaded (about:blank), its history reset and the storage, cache, co
 every origin it reached wiped. From the end of its job until the next job starts loading, every request the page
 makes is refused (`Tab.leave`): nothing the document asks for as it is left reaches the next job. Creating a page costs
 Chromium about as much CPU as loading and capturing a simple one; navigating the kept page costs nothing extra.
-A job that changed the page's own settings (device emulation, routes, init scripts, listeners: `Tab.dirty`) gets
+A job that changed the page's own settings (device emulation, routes, init scripts, listeners: `Tab.dirty`, from
+what the tab's operations recorded) gets
 its page replaced by a new one in the same context instead (the one left stays open, refusing, until the next
 wipe closes it).
 """
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from playwright.async_api import BrowserContext, Frame
 
+from render.browser.page_changes import Effect
 from render.browser.tabs import CLOSE_TIMEOUT_SECONDS, Tab
 from render.net.traffic import web_origin
 
@@ -54,14 +56,13 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             if written:
                 # Nothing was loaded from a URL (a refused job, an html or markdown source): unloading
                 # this document swaps its renderer host, after which the page's CDP session is lost.
-                tab.dirty = True
+                tab.changed(Effect.SETTINGS, "its document was written, not loaded")
             # What the document cannot add to as it is left (its requests are refused), cleared while it unloads:
             # the HTTP cache, and the permissions a job granted (only the service grants any). Its cookies and
             # storage after: its pagehide or unload handlers may still write them.
-            await asyncio.gather(tab.cdp.send("Network.clearBrowserCache"),
+            await asyncio.gather(tab.send("Network.clearBrowserCache"),
                                  *([tab.context.clear_permissions()] if tab.permissions_granted else []),
                                  *([] if written else [unload(tab)]))
-            tab.permissions_granted = False
             kept = tab
             if tab.dirty:
                 if written:
@@ -74,11 +75,12 @@ async def wiped(tab: Tab, origins: Iterable[str], new_page: Callable[[BrowserCon
             # Independent of one another: sent together. The context's cookies straight over the page's session
             # (Playwright's `clear_cookies` asks the same of Chromium, through more of its driver's work).
             await asyncio.gather(
-                *([kept.cdp.send("Page.resetNavigationHistory"), kept.cdp.send("Runtime.evaluate", {
+                *([kept.send("Page.resetNavigationHistory"), kept.send("Runtime.evaluate", {
                     "expression": FORGET_NAME})] if kept is tab else []),
-                *(kept.cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                *(kept.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
                   for origin in sorted(held)),
-                kept.cdp.send("Network.clearBrowserCookies"))
+                kept.send("Network.clearBrowserCookies"))
+            kept.forget_changes()  # what the jobs left is undone (a new page has nothing to forget)
     except Exception:
         log.warning("could not wipe a page for reuse; closing its context", exc_info=True)
         return None
@@ -103,7 +105,7 @@ async def unload(tab: Tab) -> None:
     try:
         # Straight to CDP: Playwright's evaluate costs a few milliseconds more (its utility world, its
         # serialisation), on the way to the next job's page.
-        await tab.cdp.send("Runtime.evaluate", {"expression": f"({FORGET_AND_UNLOAD})()"})
+        await tab.send("Runtime.evaluate", {"expression": f"({FORGET_AND_UNLOAD})()"})
         await unloaded
     finally:
         tab.page.remove_listener("framenavigated", on_navigated)

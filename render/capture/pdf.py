@@ -10,6 +10,7 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
+from render.browser.page_changes import Effect
 from render.browser.tabs import Tab
 from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import TakeOptions
@@ -61,7 +62,7 @@ async def print_pdf(options: TakeOptions, tab: Tab) -> bytes:
         if templates and "printing failed" in str(error).lower():
             # A template that asks for something while printing (a stylesheet or font by URL in a form the
             # request's check did not read) stops Chromium's print: the caller's template, not a fault of ours.
-            tab.dirty = True
+            tab.changed(Effect.SETTINGS, "printing failed with a template")
             fields = [name for name in ("pdf_header_template", "pdf_footer_template") if getattr(options, name)]
             raise RequestNotValid(f"{' and '.join(fields)}: Chromium could not print with this template; a "
                                   f"template draws only with {TEMPLATE_RULE}.",
@@ -136,8 +137,7 @@ def css_length_to_px(value: str) -> float:
 
 async def _fit_one_page_scale(options: TakeOptions, tab: Tab, margin: dict[str, str]) -> float:
     """Scale at which the whole document fits one sheet (Chromium allows 0.1 to 2)."""
-    tab.dirty = True
-    await tab.page.emulate_media(media="print")
+    await tab.emulate_media("print")
     content = await tab.page.evaluate(
         "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
     width_in, height_in = PAPER_INCHES[options.pdf_paper_format]

@@ -118,12 +118,10 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     """Everything before the output: policy checks, emulation, loading, blocking, preparation, checks."""
     clock = Stopwatch()
     shield = Shield(options, env.lists, env.consent_rules)
-    if shield.changes_page or options.fail_if_request_failed or options.click or options.hover:
-        tab.dirty = True  # routes, init scripts, listeners or the mouse's position on the page
     with clock.stage("preparation"):
         options, picture = await _before_load(options, tab, env)
         await shield.before_load(tab)
-    failed_requests = FailedRequestWatch(tab.page, options.fail_if_request_failed)
+    failed_requests = FailedRequestWatch(tab, options.fail_if_request_failed)
     egress = env.egress
     page_watch = watch(tab, options, time.monotonic(), lambda host: next(
         (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)

@@ -9,6 +9,7 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
+from render.browser.page_changes import Effect
 from render.browser.tabs import Tab, bring_to_front
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,7 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
     filters: the same pixels, more bytes), for an image re-encoded anyway or when the operator chose it
     for results (SCREENSHOT_PNG_COMPRESSION)."""
     if transparent:
-        tab.dirty = True
-        await tab.cdp.send("Emulation.setDefaultBackgroundColorOverride",
+        await tab.send("Emulation.setDefaultBackgroundColorOverride",
                            {"color": {"r": 0, "g": 0, "b": 0, "a": 0}})
     # The next job's tab is prepared while this one runs and may have taken the foreground; a
     # background tab commits no frames in headless Chromium, so its capture would fail.
@@ -50,7 +50,7 @@ async def screenshot(tab: Tab, fmt: str, quality: int, *, fast: bool, transparen
 async def _captured(tab: Tab, params: dict[str, Any]) -> bytes:
     for attempt in range(CAPTURE_ATTEMPTS):
         try:
-            result = await tab.cdp.send("Page.captureScreenshot", params)
+            result = await tab.send("Page.captureScreenshot", params)
             return base64.b64decode(result["data"])
         except PlaywrightError as error:
             # Right after load the compositor may not have produced a frame yet (seen in about one
@@ -74,4 +74,4 @@ async def restore_font_families(tab: Tab) -> None:
             await session.detach()
     except PlaywrightError:
         log.warning("could not restore the page's font families after a full page; replacing it", exc_info=True)
-        tab.dirty = True
+        tab.changed(Effect.SETTINGS, "font families not restored")

@@ -151,18 +151,17 @@ async def rendered_fonts(tab: Tab) -> list[str]:
     emoji font), asked per distinct font style and script over CDP; sorted, each once."""
     if not await tab.page.evaluate(_MARK_FONT_PROBES):
         return []
-    cdp = tab.cdp
     families: set[str] = set()
-    await cdp.send("DOM.enable")
-    await cdp.send("CSS.enable")
+    await tab.send("DOM.enable")
+    await tab.send("CSS.enable")
     try:
-        root = (await cdp.send("DOM.getDocument", {"depth": 0}))["root"]["nodeId"]
-        probes = await cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": "[data-screenshot-font-probe]"})
+        root = (await tab.send("DOM.getDocument", {"depth": 0}))["root"]["nodeId"]
+        probes = await tab.send("DOM.querySelectorAll", {"nodeId": root, "selector": "[data-screenshot-font-probe]"})
         for node_id in probes["nodeIds"]:
-            used = await cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})
+            used = await tab.send("CSS.getPlatformFontsForNode", {"nodeId": node_id})
             families.update(font["familyName"] for font in used["fonts"] if font.get("glyphCount", 1))
     finally:
-        await cdp.send("CSS.disable")
-        await cdp.send("DOM.disable")
+        await tab.send("CSS.disable")
+        await tab.send("DOM.disable")
         await tab.page.evaluate(_UNMARK_FONT_PROBES)
     return sorted(families)

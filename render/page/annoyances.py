@@ -111,7 +111,7 @@ class Annoyances:
         if self.consent is not None:
             await self.consent.install(tab)
         if self.platforms:
-            await tab.page.add_init_script(style_sheet_init_script(self.style_sheet()))
+            await tab.add_init_script(style_sheet_init_script(self.style_sheet()))
 
     async def clear(self, tab: Tab, deadline: float) -> None:
         """After loading, and again before the capture: let autoconsent finish what it started, and have

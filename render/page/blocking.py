@@ -139,7 +139,7 @@ class RequestBlocker:
                 self.blocked.append(socket.url)
                 await socket.close()
 
-            await tab.page.route_web_socket("**/*", refuse)
+            await tab.route_web_socket("**/*", refuse)
 
     async def hide_ad_elements(self, tab: Tab) -> None:
         """Cosmetic rules: the list's selectors for this page, then the generic class/id rules it uses (one round

@@ -190,9 +190,7 @@ class Consent:
         relay = tab.helpers.get(BINDING)
         if not isinstance(relay, _Relay):
             relay = _Relay()
-            await tab.page.expose_binding(BINDING, relay.receive)
-            await tab.page.add_init_script(self.rules.script)
-            tab.helpers[BINDING] = relay
+            await tab.add_helper(BINDING, relay, relay.receive, self.rules.script)
         relay.job = self
 
     @property

@@ -21,17 +21,16 @@ async def emulate(tab: Tab, viewport: Viewport, chrome_version: str) -> None:
     hints and navigator.platform that agent's browser has: render.browser.client_hints)."""
     if viewport == DEFAULT_VIEWPORT:
         return  # prepared tabs start out like this
-    tab.dirty = True
-    await tab.cdp.send("Emulation.setDeviceMetricsOverride", viewport.device_metrics())
+    await tab.send("Emulation.setDeviceMetricsOverride", viewport.device_metrics())
     if viewport.touch:
-        await tab.cdp.send("Emulation.setTouchEmulationEnabled",
+        await tab.send("Emulation.setTouchEmulationEnabled",
                            {"enabled": True, "maxTouchPoints": MAX_TOUCH_POINTS})
     if viewport.user_agent:
         agent = viewport.user_agent.format(chrome=chrome_version.split(".")[0])
         override, without_client_hints = user_agent_override(agent, chrome_version)
-        await tab.cdp.send("Emulation.setUserAgentOverride", override)
+        await tab.send("Emulation.setUserAgentOverride", override)
         if without_client_hints:
-            await tab.page.add_init_script(HIDE_USER_AGENT_DATA)
+            await tab.add_init_script(HIDE_USER_AGENT_DATA)
 
 
 async def emulate_page(tab: Tab, options: TakeOptions) -> None:
@@ -43,18 +42,14 @@ async def emulate_page(tab: Tab, options: TakeOptions) -> None:
         features.append({"name": "prefers-reduced-motion", "value": "reduce"})
     # Without an explicit media_type Chromium's own defaults stay: screen for images, print for PDF.
     media = options.media_type if "media_type" in options.model_fields_set else ""
-    if features or media or options.time_zone is not None or options.geolocation_latitude is not None \
-            or options.bypass_csp:
-        tab.dirty = True
     if features or media:
-        await tab.cdp.send("Emulation.setEmulatedMedia", {"media": media, "features": features})
+        await tab.send("Emulation.setEmulatedMedia", {"media": media, "features": features})
     if options.time_zone is not None:
-        await tab.cdp.send("Emulation.setTimezoneOverride", {"timezoneId": options.time_zone})
+        await tab.send("Emulation.setTimezoneOverride", {"timezoneId": options.time_zone})
     if options.geolocation_latitude is not None:
-        tab.permissions_granted = True  # reset with the wipe (render.browser.wiping)
-        await tab.context.grant_permissions(["geolocation"])
-        await tab.cdp.send("Emulation.setGeolocationOverride", {
+        await tab.grant_permissions(["geolocation"])
+        await tab.send("Emulation.setGeolocationOverride", {
             "latitude": options.geolocation_latitude, "longitude": options.geolocation_longitude,
             "accuracy": options.geolocation_accuracy})
     if options.bypass_csp:
-        await tab.cdp.send("Page.setBypassCSP", {"enabled": True})
+        await tab.send("Page.setBypassCSP", {"enabled": True})

@@ -6,6 +6,7 @@ import re
 
 from playwright.async_api import Page, Request, Response
 
+from render.browser.tabs import Tab
 from render.contract.errors import ContentContainsString, ContentMissingString, MatchedFailedRequest, RequestNotValid
 from render.contract.options import TakeOptions
 
@@ -20,12 +21,12 @@ class FailedRequestWatch:
 
     Attached before navigation, so the main document and every subresource are seen."""
 
-    def __init__(self, page: Page, pattern: str | None) -> None:
+    def __init__(self, tab: Tab, pattern: str | None) -> None:
         self.failures: list[str] = []
         self._pattern = url_pattern(pattern) if pattern else None
         if self._pattern is not None:
-            page.on("requestfailed", self._on_failed)
-            page.on("response", self._on_response)
+            tab.keep_listening("requestfailed", self._on_failed)
+            tab.keep_listening("response", self._on_response)
 
     def _on_failed(self, request: Request) -> None:
         if self._pattern and self._pattern.match(request.url):

@@ -199,7 +199,7 @@ async def run_scripts(page: Page, options: TakeOptions, deadline: float) -> None
         await page.wait_for_load_state(state, timeout=remaining_ms)  # type: ignore[arg-type]
 
 
-async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
+async def interact(tab: Tab, options: TakeOptions, deadline: float) -> None:
     """`click`, then `hover`, each refused or skipped when nothing matches (per its error_on_* flag)."""
     for action, selector, must_exist in (
         ("click", options.click, options.error_on_click_selector_not_found),
@@ -207,7 +207,7 @@ async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
     ):
         if selector is None:
             continue
-        element = await find(page, action, selector)
+        element = await find(tab.page, action, selector)
         if element is not None and not await element.is_visible():
             await element.dispose()
             element = None  # a hidden element cannot be clicked or hovered: as good as missing
@@ -220,10 +220,7 @@ async def interact(page: Page, options: TakeOptions, deadline: float) -> None:
             continue
         timeout_ms = max(1.0, min(deadline - time.monotonic(), ACTION_TIMEOUT_SECONDS) * 1000)
         try:
-            if action == "click":
-                await element.click(timeout=timeout_ms)
-            else:
-                await element.hover(timeout=timeout_ms)
+            await tab.act(element, action, timeout_ms)
         except PlaywrightError as error:
             raise SelectorNotFound(f"{action}: the element matching {selector!r} could not be used: "
                                    f"{error.message.splitlines()[0]}", [ErrorDetail(action, "not actionable")]
@@ -248,4 +245,4 @@ async def prepare(tab: Tab, options: TakeOptions, deadline: float, clock: Stopwa
     with clock.stage("preparation"):
         await hide_and_style(tab, options)
         await run_scripts(tab.page, options, deadline)
-        await interact(tab.page, options, deadline)
+        await interact(tab, options, deadline)

@@ -53,8 +53,7 @@ class TargetHeaders:
         self._pending: set[asyncio.Task[None]] = set()
 
     async def attach(self) -> None:
-        self._tab.on_request = self._paused  # every request now pauses, and this continues them
-        await self._tab.pause_all()
+        await self._tab.intercept_requests(self._paused)
 
     def _meant_for(self, url: str, network_id: str | None) -> bool:
         origin = web_origin(url)
@@ -76,7 +75,7 @@ class TargetHeaders:
         if self._meant_for(request["url"], event.get("networkId")):
             headers.update(self._headers)
         try:
-            await self._tab.cdp.send("Fetch.continueRequest", {
+            await self._tab.send("Fetch.continueRequest", {
                 "requestId": event["requestId"],
                 "headers": [{"name": name, "value": value} for name, value in headers.items()]})
         except Exception:  # the request was cancelled, or its page closed, meanwhile
@@ -91,8 +90,6 @@ async def apply(tab: Tab, options: TakeOptions) -> None:
         headers = {name: value for name, value in headers.items() if name.lower() != "authorization"}
         headers["Authorization"] = options.authorization
     if options.cookies:
-        await tab.context.add_cookies([parse_cookie(raw, options.url, i)  # type: ignore[misc]
-                                       for i, raw in enumerate(options.cookies)])
+        await tab.add_cookies([parse_cookie(raw, options.url, i) for i, raw in enumerate(options.cookies)])
     if headers:
-        tab.dirty = True  # request interception on the page
         await TargetHeaders(tab, headers, web_origin(options.url) if options.url else None).attach()

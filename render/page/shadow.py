@@ -61,8 +61,7 @@ _COMPOSED = """function (...roots) {
 async def _roots(tab: Tab) -> list[dict[str, str]]:
     """Every shadow root of the top document (open, closed and user-agent ones of form controls excluded),
     as CDP call arguments."""
-    cdp = tab.cdp
-    tree = await cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})
+    tree = await tab.send("DOM.getDocument", {"depth": -1, "pierce": True})
     found: list[int] = []
 
     def walk(node: dict[str, Any]) -> None:
@@ -76,7 +75,7 @@ async def _roots(tab: Tab) -> list[dict[str, str]]:
     walk(tree["root"])
     arguments = []
     for backend_id in found:
-        resolved = await cdp.send("DOM.resolveNode", {"backendNodeId": backend_id})
+        resolved = await tab.send("DOM.resolveNode", {"backendNodeId": backend_id})
         arguments.append({"objectId": resolved["object"]["objectId"]})
     return arguments
 
@@ -85,8 +84,8 @@ async def serialize(tab: Tab, *, composed: bool) -> str:
     """The top document with its shadow roots: as HTML with declarative shadow roots, or (`composed`) as
     the composed tree a person reads, for Markdown."""
     arguments = await _roots(tab)
-    document = await tab.cdp.send("Runtime.evaluate", {"expression": "document"})
-    result = await tab.cdp.send("Runtime.callFunctionOn", {
+    document = await tab.send("Runtime.evaluate", {"expression": "document"})
+    result = await tab.send("Runtime.callFunctionOn", {
         "functionDeclaration": _COMPOSED if composed else _HTML, "objectId": document["result"]["objectId"],
         "arguments": arguments, "returnByValue": True})
     if "exceptionDetails" in result:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from render.browser.page_changes import Effect
 from render.browser.pool import TabPool
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
@@ -132,7 +133,8 @@ def test_a_beacon_sent_as_the_page_is_left_is_refused_even_when_the_next_job_s_e
             tab = await pool.acquire("org")
             egress.begin_job(None, tab.listener)
             await tab.page.goto(site.url("/state/beacon.html"))
-            tab.dirty = replaced
+            if replaced:
+                tab.changed(Effect.SETTINGS, "as a job that changed its settings")
             egress.end_job()
             egress.begin_job(None, tab.listener)  # the next job's, early
             await pool.release(tab, owner="org", origins=egress.origins)
