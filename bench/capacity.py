@@ -140,7 +140,7 @@ def fake_worker(url: str, name: str, body: bytes, stop_event: Any) -> None:
                 record_job(pipe, job.reference, result.record_fields())
                 pipe.hset(result_key(job.reference), mapping=result.to_redis())
                 pipe.expire(result_key(job.reference), 300)
-                pipe.publish(job.reply_channel or "", job.reference)
+                pipe.publish(getattr(job.answer, "reply_channel", ""), job.reference)
                 pipe.execute()
             lanes.done(connection, name, taken)
 

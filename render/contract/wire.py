@@ -1,19 +1,21 @@
 """What crosses the queue between the API and the workers, as JSON: a `JobRequest` one way, a `JobResult` back.
 
-The API offers a `JobRequest` on a lane (render.queue.lanes); for a job its client waits for, the worker
-stores the `JobResult` under `result_key(reference)` and publishes it on the request's reply channel
-(render.queue.keys): the whole result when its bodies are small (`to_message`), so the waiting API needs no
-more round trips, else its reference only. Pure module: the API imports it without Playwright.
+A job says what it runs (`work`: a `Capture`, `Variants` of one page, or a `Compare`) apart from how its outcome
+is answered (`answer`: a `Waiting` API, or a `Recorded` outcome nobody waits for). Whatever it runs, its worker
+ends it in one place (render.queue.endings): a waiting API gets the `JobResult` on its reply channel (whole when
+its bodies are small: `to_message`), a recorded one is kept for GET /jobs/{reference}. Pure module: the API
+imports it without Playwright.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
 
 import orjson
 from redis.typing import EncodableT, FieldT
 
+from render.contract.comparing import COMPARE_KIND, CompareJob
 from render.contract.monitors import MonitorOrder
 
 
@@ -29,40 +31,172 @@ class WebhookOrder:
     timeout: float  # seconds an attempt may take
 
 
+# How a job is answered.
+
+@dataclass(frozen=True)
+class Waiting:
+    """A client waits: the API that offered the job reads its result on its reply channel."""
+
+    reply_channel: str
+    deadline: float  # UNIX seconds after which the job is abandoned
+    by: Literal["waiting"] = "waiting"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Nobody waits: the worker keeps the outcome in the job's record (GET /jobs/{reference}) and owes its webhook.
+    The timeout runs from when a worker starts the job (`deadline`, 0 until then)."""
+
+    timeout: float
+    deadline: float = 0.0
+    monitor: MonitorOrder | None = None  # a monitor's run: compared with its last, kept in its history
+    by: Literal["record"] = "record"
+
+
+Answer = Waiting | Recorded
+
+
+# What a job runs.
+
+@dataclass(frozen=True)
+class Capture:
+    """A page loaded and one output made of it, with the options model `model` names ("take", or "animate":
+    registered by the worker command)."""
+
+    options: dict[str, Any]  # what may be stored of the options; the secrets are in `sealed`
+    # The caller's credentials (target, bucket, vision provider), sealed in one token for this job's worker
+    # (render.contract.sealing.seal_job).
+    sealed: str | None = None
+    model: str = "take"
+    store: bool = False  # kept in the service's storage (a link answers), not only returned as bytes
+    store_key: str | None = None  # stored under this key (the cache's) instead of the default
+    keep_body: bool = False  # the bytes returned even though they were stored
+    what: Literal["capture"] = "capture"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One more output of a `Variants` job's page: its own reference, options and storing."""
+
+    reference: str
+    options: dict[str, Any]
+    store: bool
+
+
+@dataclass(frozen=True)
+class Variants:
+    """Bulk `optimize`: the page loaded once with `page`'s options (credentials included), and every variant's
+    output derived from it."""
+
+    page: Capture
+    others: list[Variant]
+    what: Literal["variants"] = "variants"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """Two stored shots compared, no browser: the diff stored, the change in the result's metadata."""
+
+    order: CompareJob
+    keep_body: bool = False
+    what: Literal["compare"] = "compare"
+
+
+Work = Capture | Variants | Compare
+
+
 @dataclass(frozen=True)
 class JobRequest:
-    """One capture to run: the validated options and where the answer goes."""
+    """One job for a worker: what it runs and how it is answered."""
 
     reference: str
     organisation: str
-    options: dict[str, Any]
     trace_id: str
-    deadline: float  # UNIX seconds after which the job is abandoned
-    reply_channel: str | None = None
-    store_result: bool = False  # upload to storage (response_type=json) instead of returning bytes
+    work: Work
+    answer: Answer
+    webhook: WebhookOrder | None = None  # whoever ends the job queues its delivery
     enqueued_at: float = 0.0  # UNIX seconds, for the queue-wait metric
-    store_key: str | None = None  # store the output under this key (the cache's), instead of the default
-    keep_body: bool = False  # return the bytes even though they were stored
-    async_: bool = False  # nobody waits: the deadline starts when a worker picks the job up
-    timeout: float = 0.0  # the capture's timeout, for async jobs
-    # Bulk `optimize`: further outputs of the same page, each {"reference", "options", "store"}; the
-    # page is loaded once with `options` and every variant's output derived from it.
-    variants: list[dict[str, Any]] | None = None
-    kind: str = "take"  # the options model and routine: "take", or "animate" (registered by the worker command)
-    # The caller's credentials (target, bucket, vision provider), taken out of `options` and sealed in one
-    # token for this job's worker (render.contract.sealing.seal_job).
-    sealed: str | None = None
-    webhook: WebhookOrder | None = None  # async and webhook jobs: whoever finishes the job queues its delivery
-    monitor: MonitorOrder | None = None  # a monitor's run: compared with its last, kept in its history
+
+    @property
+    def deadline(self) -> float:
+        """UNIX seconds after which the job is abandoned (a recorded job's: 0 until a worker starts it)."""
+        return self.answer.deadline
+
+    @property
+    def monitor(self) -> MonitorOrder | None:
+        return self.answer.monitor if isinstance(self.answer, Recorded) else None
+
+    @property
+    def capture(self) -> Capture | None:
+        """The capture that loads the page (a `Variants` job's first), None for a compare job."""
+        return self.work if isinstance(self.work, Capture) else self.work.page if isinstance(self.work, Variants) \
+            else None
+
+    @property
+    def kind(self) -> str:
+        """What runs, by name: the capture's model ("take", "animate"), or "compare"."""
+        capture = self.capture
+        return capture.model if capture is not None else COMPARE_KIND
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options as they may be stored (a compare job's: its order)."""
+        capture = self.capture
+        return capture.options if capture is not None else asdict(self.work)["order"]
+
+    def started(self, now: float) -> JobRequest:
+        """A recorded job as a worker starts it: its timeout runs from `now`."""
+        if isinstance(self.answer, Recorded):
+            return replace(self, answer=replace(self.answer, deadline=now + self.answer.timeout))
+        return self
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobRequest:
-        webhook, monitor = data.get("webhook"), data.get("monitor")
-        return cls(**{**data, "webhook": WebhookOrder(**webhook) if webhook else None,
-                      "monitor": MonitorOrder(**monitor) if monitor else None})
+        if "work" not in data:
+            return _from_flat(data)
+        answer, work, webhook = data["answer"], data["work"], data.get("webhook")
+        if answer["by"] == "waiting":
+            told: Answer = Waiting(**answer)
+        else:
+            monitor = answer.get("monitor")
+            told = Recorded(**{**answer, "monitor": MonitorOrder(**monitor) if monitor else None})
+        return cls(reference=data["reference"], organisation=data["organisation"], trace_id=data["trace_id"],
+                   work=_work(work), answer=told, webhook=WebhookOrder(**webhook) if webhook else None,
+                   enqueued_at=data.get("enqueued_at", 0.0))
+
+
+def _work(data: dict[str, Any]) -> Work:
+    if data["what"] == "variants":
+        return Variants(page=Capture(**data["page"]), others=[Variant(**each) for each in data["others"]])
+    if data["what"] == "compare":
+        return Compare(order=CompareJob(**data["order"]), keep_body=data.get("keep_body", False))
+    return Capture(**data)
+
+
+def _from_flat(data: dict[str, Any]) -> JobRequest:
+    """A job an earlier version offered, whose fields were all at one level (still in a lane, or kept in an async
+    job's record for the sweep), as today's."""
+    monitor, webhook = data.get("monitor"), data.get("webhook")
+    answer: Answer = (Recorded(timeout=data.get("timeout", 0.0), deadline=data.get("deadline", 0.0),
+                               monitor=MonitorOrder(**monitor) if monitor else None)
+                      if data.get("async_") or not data.get("reply_channel")
+                      else Waiting(reply_channel=data["reply_channel"], deadline=data.get("deadline", 0.0)))
+    kind = data.get("kind", "take")
+    work: Work
+    if kind == COMPARE_KIND:
+        work = Compare(order=CompareJob(**data["options"]), keep_body=data.get("keep_body", False))
+    else:
+        capture = Capture(options=data.get("options", {}), sealed=data.get("sealed"), model=kind,
+                          store=data.get("store_result", False), store_key=data.get("store_key"),
+                          keep_body=data.get("keep_body", False))
+        variants = data.get("variants")
+        work = Variants(page=capture, others=[Variant(**each) for each in variants]) if variants else capture
+    return JobRequest(reference=data["reference"], organisation=data["organisation"],
+                      trace_id=data.get("trace_id", ""), work=work, answer=answer,
+                      webhook=WebhookOrder(**webhook) if webhook else None, enqueued_at=data.get("enqueued_at", 0.0))
 
 
 @dataclass(frozen=True)

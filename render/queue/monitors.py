@@ -2,7 +2,7 @@
 
 The API writes a monitor's spec and bumps its revision on every change; deliverers fire its runs
 (render.queue.rq_jobs.fire) and write when the next is due; the worker that finishes a run records it here
-(`record_run`, from render.queue.async_jobs.finish): the history, the last success (what the next run is compared
+(`record_run`, from render.queue.endings.end): the history, the last success (what the next run is compared
 with), the failures in a row and the pause they may cause, and whether the run's webhook is owed.
 """
 

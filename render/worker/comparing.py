@@ -8,10 +8,10 @@ import time
 
 import redis
 
-from render.contract.comparing import Change, CompareJob
+from render.contract.comparing import Change
 from render.contract.errors import ErrorDetail, RequestNotValid, StorageAccessDenied
 from render.contract.formats import FORMATS
-from render.contract.wire import JobRequest, JobResult
+from render.contract.wire import Compare, JobRequest, JobResult
 from render.output.compare import compare
 from render.queue import monitors
 from storage import Storage, StorageError, object_key
@@ -48,10 +48,10 @@ def store_diff(storage: Storage, organisation: str, reference: str, diff: bytes)
     return key
 
 
-def run_compare_job(job: JobRequest, storage: Storage) -> JobResult:
+def run_compare_job(job: JobRequest, work: Compare, storage: Storage) -> JobResult:
     """A compare job's result: the diff image stored, the change in its metadata."""
     started = time.monotonic()
-    order = CompareJob(**job.options)
+    order = work.order
     before = read_stored(storage, order.before, "before")
     after = read_stored(storage, order.after, "after")
     change, diff = changes(before, after, order.threshold)
@@ -59,7 +59,7 @@ def run_compare_job(job: JobRequest, storage: Storage) -> JobResult:
     png = FORMATS["png"]
     return JobResult(job.reference, ok=True, rendering_seconds=time.monotonic() - started, content_type=png.media_type,
                      size_bytes=len(diff), format=png.name, width=change.width, height=change.height, storage_key=key,
-                     body=diff if job.keep_body else b"", metadata={"comparison": change.to_json()})
+                     body=diff if work.keep_body else b"", metadata={"comparison": change.to_json()})
 
 
 def compare_run(storage: Storage, connection: redis.Redis | None, job: JobRequest, result: JobResult) -> None:

@@ -1,6 +1,6 @@
-"""Finishing a job: an output becomes a result. The vision provider is asked, the page content, the result
-and its slices stored, the output uploaded to the caller's own bucket (`store`), and the result published
-to the API that waits for it."""
+"""Finishing a capture: an output becomes a result. The vision provider is asked, the page content, the result
+and its slices stored, and the output uploaded to the caller's own bucket (`store`). The job is then ended
+(render.queue.endings) by its worker."""
 
 from __future__ import annotations
 
@@ -19,21 +19,15 @@ from render.contract import certificates, sealing
 from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
 from render.contract.formats import FORMATS
 from render.contract.options import VISION_FIELDS, TakeOptions
-from render.contract.wire import JobRequest, JobResult, StoredCopy, StoredSlice
+from render.contract.wire import Capture, JobRequest, JobResult, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
 from render.queue.certify_key import NoCertifyKey, certify_key
-from render.queue.keys import result_key
-from render.queue.ledger import settle_on
-from render.queue.records import RESULT_TTL_SECONDS, record_job
 from render.settings import SERVICE_VERSION, RenderSettings
 from storage import Storage, StorageError, object_key
 from storage.paths import filled
 
 log = logging.getLogger(__name__)
-# A result whose bodies are smaller goes whole in its notification (render.contract.wire.JobResult.to_message);
-# far under Redis's limit on what a subscriber may have waiting (client-output-buffer-limit pubsub 8mb).
-MESSAGE_LIMIT_BYTES = 256 * 1024
 
 
 def _utc(unix_seconds: float) -> str:
@@ -54,7 +48,7 @@ class Finisher:
         self.egress_url = egress_url  # uploads go through the egress proxy too
         self._certify_key: Ed25519PrivateKey | None = None  # loaded on the first certify=true
 
-    def result(self, job: JobRequest, options: TakeOptions, output: Output, started: float,
+    def result(self, job: JobRequest, capture: Capture, options: TakeOptions, output: Output, started: float,
                acquire_seconds: float = 0.0) -> JobResult:
         """An output made a result: vision asked, content and result stored as the job says."""
         result = JobResult(
@@ -79,8 +73,8 @@ class Finisher:
                 self._store_slices(job, options, output, result)
             if options.store:
                 self._upload_to_caller(job, options, output, result)
-            if job.store_result or job.store_key:
-                self._store(job, options, result)
+            if capture.store or capture.store_key:
+                self._store(job, capture, options, result)
             if options.certify:
                 result.artefacts["certificate"] = self._certify(job, options, output, result, started)
         result.timings = clock.report()
@@ -178,10 +172,10 @@ class Finisher:
             base_url=settings.vision_base_url, model=settings.vision_model, deadline=job.deadline,
             timeout=settings.vision_timeout, schema=options.vision_response_schema)
 
-    def _store(self, job: JobRequest, options: TakeOptions, result: JobResult) -> None:
-        key = job.store_key or object_key(job.organisation, job.reference, options.file_extension)
+    def _store(self, job: JobRequest, capture: Capture, options: TakeOptions, result: JobResult) -> None:
+        key = capture.store_key or object_key(job.organisation, job.reference, options.file_extension)
         result.storage_key = self._put(key, result.body, result.content_type)
-        if not job.keep_body:
+        if not capture.keep_body:
             result.body = b""
 
     def _put(self, key: str, body: bytes, content_type: str) -> str:
@@ -190,19 +184,3 @@ class Finisher:
         except StorageError as error:
             raise StorageAccessDenied(f"Could not store the result: {error}") from None
         return key
-
-    def publish(self, job: JobRequest, result: JobResult) -> None:
-        """The result to the waiting API (its reply channel), the job's record, and its quota settled (a
-        success charged, the slot freed), all in one round trip."""
-        if self.redis is None or job.reply_channel is None:
-            return
-        result.settled = True
-        with self.redis.pipeline(transaction=True) as pipe:
-            for each in [result, *result.variants]:  # GET /jobs/{reference} knows at once
-                settle_on(pipe, job.organisation, each.reference, success=each.ok)
-                record_job(pipe, each.reference, each.record_fields())
-            # The result stays under its key until the API takes it: the notification may be lost.
-            pipe.hset(result_key(job.reference), mapping=result.to_redis())
-            pipe.expire(result_key(job.reference), RESULT_TTL_SECONDS)
-            pipe.publish(job.reply_channel, result.to_message(MESSAGE_LIMIT_BYTES))
-            pipe.execute()

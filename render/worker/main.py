@@ -11,14 +11,13 @@ import signal
 import socket
 import time
 import uuid
-from dataclasses import replace
 
 import orjson
 import redis
 
 from render.contract.options import TakeOptions
-from render.contract.wire import JobRequest, JobResult
-from render.queue import async_jobs, lanes
+from render.contract.wire import JobRequest, JobResult, Recorded
+from render.queue import endings, lanes
 from render.queue.keys import lane_key
 from render.queue.redis_client import RedisTarget, away, replicas_have
 from render.settings import RenderSettings
@@ -124,28 +123,24 @@ class CaptureWorker:
                 log.info("job %s was cancelled before it started; dropped", taken.reference)
                 self._leave(taken)
                 return
-            if taken.answer == lanes.ASYNC:
-                # Time spent waiting in the lane is not the capture's: its timeout starts now.
-                job = replace(job, deadline=time.time() + job.timeout)
-                self._finish(taken, job, self.runtime.handle(job))
-                return
-            try:
-                self.runtime.handle(job)  # published on the waiting API's reply channel
-            except Exception:  # Redis lost while publishing: the waiting API answers (retryable)
-                log.exception("worker %s could not finish job %s", self.name, job.reference)
-            self._leave(taken)
+            # A recorded job's time waiting in the lane is not the capture's: its timeout starts now.
+            job = job.started(time.time())
+            self._end(taken, job, self.runtime.handle(job))
         finally:
             self._serving = False
 
-    def _finish(self, taken: lanes.Taken, job: JobRequest, result: JobResult, again: bool = False) -> None:
-        """An async job's outcome written (quota, record, webhook), then its entry off the lane. When Redis will
-        not take it now, it is kept and written before the next job (the loop retries), so a render is never
-        lost nor done again for a refused write."""
+    def _end(self, taken: lanes.Taken, job: JobRequest, result: JobResult, again: bool = False) -> None:
+        """The job ended (render.queue.endings: quota, record, answer, webhook), then its entry off the lane. When
+        Redis will not take a recorded job's ending now, it is kept and written before the next job (the loop
+        retries), so a render is never lost nor done again for a refused write; a waiting API whose answer could
+        not be published answers by itself (retryable)."""
+        recorded = isinstance(job.answer, Recorded)
         try:
-            async_jobs.finish(self.connection, job, result, self.runtime.settings.job_secret)
-            replicas_have(self.connection)  # its outcome and webhook survive a failover
+            endings.end(self.connection, job, result, self.runtime.settings.job_secret)
+            if recorded:
+                replicas_have(self.connection)  # its outcome and webhook survive a failover
         except Exception as error:
-            if isinstance(error, redis.RedisError) and away(error):
+            if recorded and isinstance(error, redis.RedisError) and away(error):
                 if not again:
                     log.warning("worker %s could not finish job %s now; keeps its outcome and tries again",
                                 self.name, job.reference)
@@ -155,12 +150,12 @@ class CaptureWorker:
         self._leave(taken)
 
     def _finish_later(self, taken: lanes.Taken, job: JobRequest, result: JobResult) -> None:
-        """`_finish` once Redis is back: unless the sweep took the job back meanwhile (this worker's heartbeat
+        """`_end` once Redis is back: unless the sweep took the job back meanwhile (this worker's heartbeat
         was missing past SCREENSHOT_WORKER_GRACE), whose new worker then renders and finishes it once."""
         held = lanes.held(self.connection, taken.lane, taken.entry, self.name)
         self._unfinished.pop(0)
         if held:
-            self._finish(taken, job, result, again=True)
+            self._end(taken, job, result, again=True)
         else:
             log.warning("job %s was taken back from worker %s while Redis was away; left to its new worker",
                         job.reference, self.name)

@@ -22,7 +22,6 @@ from render.browser.pool import TabPool
 from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.contract import sealing
-from render.contract.comparing import COMPARE_KIND
 from render.contract.errors import (
     BrowserGone,
     CaptureTimeout,
@@ -32,7 +31,7 @@ from render.contract.errors import (
 )
 from render.contract.options import TakeOptions
 from render.contract.timings import stage_listener
-from render.contract.wire import JobRequest, JobResult
+from render.contract.wire import Capture, Compare, JobRequest, JobResult, Variants
 from render.logs import trace_id_var
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
@@ -212,8 +211,9 @@ class WorkerRuntime:
             self.tabs.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)
 
     def handle(self, job: JobRequest) -> JobResult:
-        """Run a queued job and publish its result; never raises for capture failures. The job's tab is
-        cleaned up after the result is out (render.browser.pool.TabPool.release_soon)."""
+        """Run a queued job (a recorded one `started` already) to its result, which its worker then ends
+        (render.queue.endings); never raises for capture failures. The job's tab is cleaned up meanwhile
+        (render.browser.pool.TabPool.release_soon)."""
         self.busy = True  # the heartbeat reports it: the API's screenshot_workers{state="busy"}
         try:
             return self._handle(job)
@@ -225,18 +225,20 @@ class WorkerRuntime:
         started = time.monotonic()
         started_at = time.time()
         trace_id_var.set(job.trace_id)
-        stage_listener.set(self._stage_reporter(job.reference) if job.async_ and self.redis is not None else None)
+        recorded = job.answer.by == "record"
+        stage_listener.set(self._stage_reporter(job.reference) if recorded and self.redis is not None else None)
         if time.time() >= job.deadline:
             log.info("job %s expired in the queue", job.reference)
-            result = JobResult(job.reference, ok=False, error=CaptureTimeout(
+            return JobResult(job.reference, ok=False, error=CaptureTimeout(
                 "The request waited in the queue past its timeout; try again or add workers.").to_payload())
-            self.finisher.publish(job, result)
-            return result
         try:
-            if job.kind == COMPARE_KIND:  # two stored shots: no browser
-                result = run_compare_job(job, self.storage)
+            work = job.work
+            if isinstance(work, Compare):  # two stored shots: no browser
+                result = run_compare_job(job, work, self.storage)
+            elif isinstance(work, Variants):
+                result = self._render_variants(job, work, started)
             else:
-                result = self._render_job(job, started)
+                result = self._render(job, work, started)
                 compare_run(self.storage, self.redis, job, result)  # a monitor run: what changed
         except ServiceError as error:
             if error.report:
@@ -248,7 +250,6 @@ class WorkerRuntime:
             result = JobResult(job.reference, ok=False, error=InternalError().to_payload(),
                                rendering_seconds=time.monotonic() - started)
         result.started_at, result.finished_at = started_at, time.time()
-        self.finisher.publish(job, result)
         return result
 
     def _stage_reporter(self, reference: str) -> Callable[[str], None]:
@@ -268,30 +269,34 @@ class WorkerRuntime:
 
         return report
 
-    def _render_job(self, job: JobRequest, started: float) -> JobResult:
-        model, work = self.kinds[job.kind]
-        options = model.model_validate(
-            sealing.open_job(job.options, job.sealed, self.settings.job_secret, job.reference))
-        if job.variants:
-            return self._handle_variants(job, options, started)
+    def _options(self, job: JobRequest, capture: Capture) -> TakeOptions:
+        """The capture's options, its sealed secrets opened, validated by its model."""
+        model, _ = self.kinds[capture.model]
+        return model.model_validate(sealing.open_job(capture.options, capture.sealed, self.settings.job_secret,
+                                                     job.reference))
+
+    def _render(self, job: JobRequest, capture: Capture, started: float) -> JobResult:
+        options = self._options(job, capture)
+        _, work = self.kinds[capture.model]
         output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline),
                            owner=job.organisation)
-        return self.finisher.result(job, options, output, started, self.last_acquire_seconds)
+        return self.finisher.result(job, capture, options, output, started, self.last_acquire_seconds)
 
-    def _handle_variants(self, job: JobRequest, options: TakeOptions, started: float) -> JobResult:
+    def _render_variants(self, job: JobRequest, variants: Variants, started: float) -> JobResult:
         """The first output's result, carrying the others' in `variants` (each may have failed alone)."""
-        assert job.variants is not None
-        jobs = [job] + [replace(job, reference=v["reference"], options=v["options"], store_result=v["store"],
-                                store_key=None, keep_body=False, variants=None)
-                        for v in job.variants]
-        every = [options] + [TakeOptions.model_validate(v["options"]) for v in job.variants]
+        captures = [(job.reference, variants.page)] + [(v.reference, Capture(options=v.options, store=v.store))
+                                                       for v in variants.others]
+        every = [self._options(job, variants.page)] + [TakeOptions.model_validate(v.options)
+                                                       for v in variants.others]
         results: list[JobResult] = []
         outputs = self.render_variants(every, job.deadline, owner=job.organisation)
-        for each, each_options, output in zip(jobs, every, outputs, strict=True):
+        for (reference, one), each_options, output in zip(captures, every, outputs, strict=True):
+            each = replace(job, reference=reference, work=one)
             try:
                 if isinstance(output, ServiceError):
                     raise output
-                results.append(self.finisher.result(each, each_options, output, started, self.last_acquire_seconds))
+                results.append(self.finisher.result(each, one, each_options, output, started,
+                                                    self.last_acquire_seconds))
             except ServiceError as error:
                 results.append(JobResult(each.reference, ok=False, error=error.to_payload(),
                                          rendering_seconds=time.monotonic() - started))

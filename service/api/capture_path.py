@@ -18,7 +18,18 @@ from render.contract import request_params, sealing
 from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.contract.options import TakeOptions, parse_take_options
 from render.contract.timings import CACHE_HIT
-from render.contract.wire import JobRequest, JobResult, WebhookOrder
+from render.contract.wire import (
+    Answer,
+    Capture,
+    JobRequest,
+    JobResult,
+    Recorded,
+    Variant,
+    Variants,
+    Waiting,
+    WebhookOrder,
+    Work,
+)
 from render.queue import deliveries
 from render.queue.records import queued_fields
 from service.api import cache
@@ -35,11 +46,18 @@ def new_reference() -> str:
     return f"{int(time.time() * 1000):x}{secrets.token_hex(8)}"
 
 
-def job_options(context: AppContext, options: TakeOptions, reference: str) -> dict[str, Any]:
-    """The JobRequest fields of `options`: what may be stored, and every secret of the job (credentials, the
-    vision key) sealed for its worker in one token (render.contract.sealing), never stored as it is."""
+def new_job(org: Organisation, reference: str, trace_id: str, work: Work, answer: Answer,
+            webhook: WebhookOrder | None = None) -> JobRequest:
+    """Every job the API offers is made here: what it runs and how it is answered."""
+    return JobRequest(reference=reference, organisation=org.id, trace_id=trace_id, work=work, answer=answer,
+                      webhook=webhook, enqueued_at=time.time())
+
+
+def capture_of(context: AppContext, options: TakeOptions, reference: str, **storing: Any) -> Capture:
+    """A capture of `options`: what may be stored, and every secret of the job (credentials, the vision key)
+    sealed for its worker in one token (render.contract.sealing), never stored as it is."""
     public, sealed = sealing.seal_job(options, context.settings.render.job_secret, reference)
-    return {"options": public, "sealed": sealed}
+    return Capture(options=public, sealed=sealed, model=options.job_kind, **storing)
 
 
 def webhook_order(context: AppContext, options: TakeOptions) -> WebhookOrder | None:
@@ -60,11 +78,11 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
     await context.quota.hold(org, reference, slot_hold(options.timeout, grace))
     success = settled = False
     try:
-        job = JobRequest(
-            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
-            deadline=time.time() + options.timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=store, enqueued_at=time.time(), store_key=store_key,
-            keep_body=keep_body or (store and options.response_type == "by_format"), kind=options.job_kind)
+        capture = capture_of(context, options, reference, store=store, store_key=store_key,
+                             keep_body=keep_body or (store and options.response_type == "by_format"))
+        job = new_job(org, reference, trace_id, capture,
+                      Waiting(context.dispatcher.reply_channel, deadline=time.time() + options.timeout),
+                      webhook_order(context, options))
         with context.metrics.in_flight.track_inprogress():
             result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
                                                   record=queued_fields(org.id), interactive=interactive)
@@ -74,9 +92,9 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
                 f"No worker finished the capture within timeout ({options.timeout} s); the service may be "
                 "overloaded: retry, or raise timeout.").to_payload())
             await context.records.finished(reference, result)
+            if job.webhook is not None:  # no worker ended it: the API owes what the worker would have
+                await anyio.to_thread.run_sync(deliveries.owe, context.dispatcher.sync_redis, job, result)
         if not result.ok:
-            if options.webhook_url is not None:
-                await enqueue_webhook(context, org, options, reference, trace_id, result)
             raise ServiceError.from_payload(result.error or {})
         success = True
         return result
@@ -92,23 +110,13 @@ async def start_async(context: AppContext, org: Organisation, options: TakeOptio
     grace = context.settings.service.result_wait_grace
     await context.quota.hold(org, reference, slot_hold(options.timeout, grace, queued=True))
     try:
-        job = JobRequest(
-            reference=reference, organisation=org.id, **job_options(context, options, reference), trace_id=trace_id,
-            deadline=0.0, store_result=True, enqueued_at=time.time(), async_=True, timeout=options.timeout,
-            kind=options.job_kind, webhook=webhook_order(context, options))
+        job = new_job(org, reference, trace_id, capture_of(context, options, reference, store=True),
+                      Recorded(timeout=options.timeout), webhook_order(context, options))
         await context.records.queued(reference, org.id, job=job)
         await context.dispatcher.submit(job)
     except BaseException:
         await asyncio.shield(context.quota.settle(org, reference, success=False))
         raise
-
-
-async def enqueue_webhook(context: AppContext, org: Organisation, options: TakeOptions, reference: str,
-                          trace_id: str, result: JobResult) -> None:
-    """A synchronous capture with webhook_url: the receiver gets what the caller got."""
-    job = JobRequest(reference=reference, organisation=org.id, options=sealing.public_options(options.to_payload()),
-                     trace_id=trace_id, deadline=0, webhook=webhook_order(context, options))
-    await anyio.to_thread.run_sync(deliveries.owe, context.dispatcher.sync_redis, job, result)
 
 
 async def cached_result(context: AppContext, options: TakeOptions, digest: str
@@ -171,9 +179,6 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
     """One job loading the page once for every variant: (reference, result or error) each, charged
     each. None when the organisation's concurrency cannot hold a slot per variant right now."""
     references = [new_reference() for _ in variants]
-    # The page is loaded with the first variant's options, credentials included; the others only shape
-    # outputs, so theirs are left out.
-    page_fields = job_options(context, variants[0], references[0])
     grace = context.settings.service.result_wait_grace
     timeout = max(o.timeout for o in variants)
     held: list[str] = []
@@ -187,14 +192,13 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
         return None
     outcomes: list[tuple[str, JobResult | ServiceError]] = []
     try:
-        first = variants[0]
-        job = JobRequest(
-            reference=references[0], organisation=org.id, **page_fields,
-            trace_id=trace_id, deadline=time.time() + timeout, reply_channel=context.dispatcher.reply_channel,
-            store_result=first.response_type == "json", enqueued_at=time.time(),
-            variants=[{"reference": ref, "options": sealing.public_options(o.to_payload()),
-                       "store": o.response_type == "json"}
-                      for ref, o in zip(references[1:], variants[1:], strict=True)])
+        # The page is loaded with the first variant's options, credentials included; the others only shape
+        # outputs, so theirs are left out.
+        page = capture_of(context, variants[0], references[0], store=variants[0].response_type == "json")
+        others = [Variant(ref, sealing.public_options(o.to_payload()), o.response_type == "json")
+                  for ref, o in zip(references[1:], variants[1:], strict=True)]
+        job = new_job(org, references[0], trace_id, Variants(page, others),
+                      Waiting(context.dispatcher.reply_channel, deadline=time.time() + timeout))
         for reference in references:
             await context.records.queued(reference, org.id)
         result = await context.dispatcher.run(job, wait_seconds=timeout + grace, interactive=False)

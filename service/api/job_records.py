@@ -1,5 +1,5 @@
 """The API's side of job records for GET /jobs/{reference} (an async job's life after its queue is in
-render.queue.async_jobs)."""
+render.queue.endings)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import logging
 import anyio
 import redis
 
-from render.queue import async_jobs, lanes
+from render.queue import endings, lanes
 from render.queue.records import Absences
 from service import monitor_schedule
 
@@ -33,7 +33,7 @@ async def stop(task: asyncio.Task[None]) -> None:
 async def _sweep(connection: redis.Redis, lanes_offered: list[str], worker_grace: float, max_queue: int) -> None:
     """Every few seconds: offer again the jobs handed to a worker that is gone before it started them
     (render.queue.lanes.sweep), finish the async jobs whose worker died rendering them
-    (render.queue.async_jobs.sweep_orphans), schedule again the monitors whose runs stopped
+    (render.queue.endings.sweep_orphans), schedule again the monitors whose runs stopped
     (service.monitor_schedule.restart_stalled), and say which organisation refused for its share of the queue
     is back under it (render.queue.lanes.quieted)."""
     absences = Absences(worker_grace)
@@ -41,7 +41,7 @@ async def _sweep(connection: redis.Redis, lanes_offered: list[str], worker_grace
         await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
         try:
             await anyio.to_thread.run_sync(lanes.sweep, connection, lanes_offered, absences)
-            await anyio.to_thread.run_sync(async_jobs.sweep_orphans, connection, absences)
+            await anyio.to_thread.run_sync(endings.sweep_orphans, connection, absences)
             await anyio.to_thread.run_sync(monitor_schedule.restart_stalled, connection)
             for org in await anyio.to_thread.run_sync(lanes.quieted, connection, lanes_offered, max_queue):
                 log.info("organisation %s is back under its share of the queue: its new work is accepted again", org)

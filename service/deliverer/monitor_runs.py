@@ -27,8 +27,8 @@ from render.contract import sealing
 from render.contract.errors import ServiceError
 from render.contract.monitors import MonitorOrder, next_due
 from render.contract.options import TakeOptions
-from render.contract.wire import JobRequest, JobResult
-from render.queue import async_jobs, lanes, monitors
+from render.contract.wire import Capture, JobRequest, JobResult, Recorded
+from render.queue import endings, lanes, monitors
 from render.queue.keys import (
     COUNTERS_KEY,
     MONITORS_DUE_KEY,
@@ -123,9 +123,10 @@ def _job(settings: Settings, monitor: monitors.Monitor, due: int, reference: str
     order = MonitorOrder(monitor=monitor.id, due=due, threshold=spec.threshold)
     public, sealed = (spec.request, None) if options is None else sealing.seal_job(
         options, settings.render.job_secret, reference)
-    return JobRequest(reference=reference, organisation=monitor.organisation, options=public, sealed=sealed,
-                      trace_id=uuid.uuid4().hex, deadline=0.0, store_result=True, enqueued_at=time.time(),
-                      async_=True, timeout=float(spec.request.get("timeout", 60)), webhook=webhook, monitor=order)
+    return JobRequest(reference=reference, organisation=monitor.organisation, trace_id=uuid.uuid4().hex,
+                      work=Capture(options=public, sealed=sealed, store=True),
+                      answer=Recorded(timeout=float(spec.request.get("timeout", 60)), monitor=order),
+                      webhook=webhook, enqueued_at=time.time())
 
 
 def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Monitor, due: int,
@@ -137,7 +138,8 @@ def start_run(connection: redis.Redis, settings: Settings, monitor: monitors.Mon
     options = TakeOptions.model_validate(sealing.open_job(
         monitor.spec.request, monitor.sealed, settings.render.job_secret, sealed_for(monitor.id)))
     job = _job(settings, monitor, due, reference, options)
-    hold_now(connection, org, reference, slot_hold(job.timeout, settings.service.result_wait_grace, queued=True))
+    assert isinstance(job.answer, Recorded)
+    hold_now(connection, org, reference, slot_hold(job.answer.timeout, settings.service.result_wait_grace, queued=True))
     record = queued_fields(org.id, monitor=monitor.id, payload=orjson.dumps(job.to_json()).decode())
     keys, args = lanes.offer_call(lane_key(options.servers_region or None), job, lanes.ASYNC, lanes.BATCH,
                                   settings.service.max_queue, record)
@@ -154,5 +156,5 @@ def fail_run(connection: redis.Redis, settings: Settings, monitor: monitors.Moni
     """A run that could not start: recorded failed (and its webhook told with webhook_errors)."""
     job = _job(settings, monitor, due, reference, None)
     message = f"{error.message} The run due at {iso_time(due)} did not start."
-    async_jobs.finish(connection, job, JobResult(reference, ok=False, error={
+    endings.end(connection, job, JobResult(reference, ok=False, error={
         "error_code": error.code, "error_message": message}))

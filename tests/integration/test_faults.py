@@ -358,16 +358,17 @@ def test_an_async_job_whose_worker_is_killed_runs_again_once_then_fails_uncharge
 
 def test_the_waiting_lane_drops_malformed_entries_and_answers_jobs_that_waited_past_their_deadline(
         isolated: RunningService, store: RestartableRedis, fresh_org: Org, site: Site) -> None:
-    from render.contract.wire import JobRequest, JobResult
+    from render.contract.wire import JobResult
     from render.queue import lanes
     from render.queue.keys import LANE_GROUP, LANE_KEY, job_key, result_key
     from render.queue.records import JOB_RECORD_TTL_SECONDS
+    from tests.support.jobs import waiting_job
 
     connection = redis.Redis.from_url(store.url)
     reply = connection.pubsub()
     reply.subscribe("results:test-lane")
-    expired = JobRequest(reference="expired-in-lane", organisation=fresh_org.id, options={"url": site.url("/")},
-                         trace_id="t", deadline=time.time() - 1, reply_channel="results:test-lane")
+    expired = waiting_job("expired-in-lane", fresh_org.id, options={"url": site.url("/")},
+                          reply_channel="results:test-lane", deadline=time.time() - 1)
     offer = lanes.OFFER.on(connection)
     for reference, job in (("malformed", b"{not json"), ("malformed", b'{"reference": "no other field"}'),
                            ("malformed", b"[1, 2]"), ("", b""), (expired.reference, orjson.dumps(expired.to_json()))):

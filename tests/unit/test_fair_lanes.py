@@ -11,6 +11,7 @@ import redis
 from render.queue import lanes
 from render.queue.keys import LANE_KEY, QUEUE_WAIT_PREFIX, job_key
 from render.queue.redis_client import text
+from tests.support.jobs import waiting_job
 from tests.unit.test_lanes import offer
 
 INTERACTIVE, BATCH = lanes.INTERACTIVE, lanes.BATCH
@@ -109,9 +110,7 @@ def test_each_hand_off_counts_the_wait_of_its_class(connection: redis.Redis) -> 
 
 
 def _call(reference: str, org: str, room: int) -> tuple[list[str], list[object]]:
-    from render.contract.wire import JobRequest
-
-    job = JobRequest(reference=reference, organisation=org, options={}, trace_id="t", deadline=0.0)
+    job = waiting_job(reference, org)
     keys, args = lanes.offer_call(LANE_KEY, job, lanes.SYNC, INTERACTIVE, room, {"status": "queued"})
     return keys, args
 

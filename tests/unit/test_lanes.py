@@ -5,13 +5,11 @@ classes, admission by share) is in test_fair_lanes.py."""
 
 from __future__ import annotations
 
-import time
-
 import orjson
 import redis
 
-from render.contract.wire import JobRequest, JobResult, WebhookOrder
-from render.queue import async_jobs, deliveries, lanes
+from render.contract.wire import JobResult, WebhookOrder
+from render.queue import deliveries, endings, lanes
 from render.queue.keys import (
     CONSUMERS_KEY,
     HOLDING_PREFIX,
@@ -26,6 +24,7 @@ from render.queue.keys import (
 from render.queue.lane_scripts import CANCEL
 from render.queue.records import JOB_RECORD_TTL_SECONDS, Absences, keep_job_records_for
 from service.settings import ServiceSettings
+from tests.support.jobs import recorded_job, waiting_job
 
 REGION_LANE = lane_key("eu")
 
@@ -33,8 +32,7 @@ REGION_LANE = lane_key("eu")
 def offer(connection: redis.Redis, reference: str, answer: str = lanes.SYNC, lane: str = LANE_KEY,
           room: int = 100, org: str = "o", job_class: str | None = None) -> int:
     """Offer a job as the API does (with its record); 1 when added, 0 when refused."""
-    job = JobRequest(reference=reference, organisation=org, options={}, trace_id="t", deadline=time.time() + 60,
-                     async_=answer == lanes.ASYNC)
+    job = recorded_job(reference, org) if answer == lanes.ASYNC else waiting_job(reference, org)
     payload = orjson.dumps(job.to_json()).decode()
     job_class = job_class or (lanes.BATCH if answer == lanes.ASYNC else lanes.INTERACTIVE)
     keys, args = lanes.offer_call(lane, job, answer, job_class, room, {
@@ -95,19 +93,19 @@ def test_an_async_job_lost_with_its_worker_runs_again_once_then_fails_uncharged(
         [taken] = lanes.take(connection, worker, [LANE_KEY], 1)
         assert lanes.start(connection, worker, taken)
         assert connection.sismember(IN_FLIGHT_KEY, "async-lost"), "watched by the sweep of orphans"
-        assert async_jobs.sweep_orphans(connection, absences) == 0, "its worker beats"
+        assert endings.sweep_orphans(connection, absences) == 0, "its worker beats"
         connection.delete(alive_key(worker))  # killed mid-render
-        assert async_jobs.sweep_orphans(connection, absences) == 0, "still on its lane: the lanes' sweep decides"
+        assert endings.sweep_orphans(connection, absences) == 0, "still on its lane: the lanes' sweep decides"
         offered = lanes.sweep(connection, [LANE_KEY], absences)
         if worker == "first":  # the first loss: offered again, as if never started
             assert offered == 1
             assert connection.hget(job_key("async-lost"), "status") == b"queued"
             assert not connection.sismember(IN_FLIGHT_KEY, "async-lost")
-            assert async_jobs.sweep_orphans(connection, absences) == 0
+            assert endings.sweep_orphans(connection, absences) == 0
     # The second loss: off the lane, finished as failed by the sweep of orphans (a page that kills its
     # worker does not go on killing workers).
     assert offered == 0 and connection.xlen(stream(job_class=lanes.BATCH)) == 0
-    assert async_jobs.sweep_orphans(connection, absences) == 1
+    assert endings.sweep_orphans(connection, absences) == 1
     record = connection.hgetall(job_key("async-lost"))
     assert record[b"status"] == b"failed" and b"internal_application_error" in record[b"error"]
 
@@ -165,7 +163,7 @@ def test_a_surplus_entry_given_back_goes_to_another_worker(connection: redis.Red
 
 def test_a_job_finished_twice_owes_one_webhook_delivery(connection: redis.Redis) -> None:
     order = WebhookOrder(url="http://receiver.test/hook", sign=True, errors=False, schedule=[1, 2], timeout=5)
-    job = JobRequest(reference="twice", organisation="o", options={}, trace_id="t", deadline=0.0, webhook=order)
+    job = recorded_job("twice", webhook=order)
     result = JobResult("twice", ok=True)
     deliveries.owe(connection, job, result)
     deliveries.owe(connection, job, result)  # a worker thought lost comes back and finishes it again
@@ -181,8 +179,7 @@ def test_job_records_live_as_long_as_the_setting_says(connection: redis.Redis) -
         assert lanes.start(connection, "w", taken)
         assert 0 < connection.ttl(job_key("short-lived")) <= 120
         order = WebhookOrder(url="http://receiver.test/hook", sign=True, errors=False, schedule=[], timeout=5)
-        deliveries.owe(connection, JobRequest(reference="short-lived", organisation="o", options={}, trace_id="t",
-                                              deadline=0.0, webhook=order), JobResult("short-lived", ok=True))
+        deliveries.owe(connection, recorded_job("short-lived", webhook=order), JobResult("short-lived", ok=True))
         assert 0 < connection.ttl(webhook_owed_key("short-lived")) <= 120
     finally:
         keep_job_records_for(JOB_RECORD_TTL_SECONDS)

@@ -18,7 +18,6 @@ from service.api import cache, openapi
 from service.api.auth import Caller, caller
 from service.api.capture_path import (
     cached_result,
-    enqueue_webhook,
     new_reference,
     refresh,
     render_into_cache,
@@ -91,8 +90,6 @@ async def take(request: Request, who: Caller,
     context.metrics.render_seconds.observe(result.rendering_seconds)
     if result.blocked_requests:
         context.metrics.blocked_requests.labels("private_network").inc(result.blocked_requests)
-    if options.webhook_url is not None:
-        await enqueue_webhook(context, org, options, reference, trace_id, result)
     return respond(present_success(options, result, reference, trace_id, context.links))
 
 

@@ -14,17 +14,17 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from render.contract.comparing import COMPARE_KIND, Change, CompareJob, CompareRequest, check_comparable
+from render.contract.comparing import Change, CompareJob, CompareRequest, check_comparable
 from render.contract.errors import CaptureTimeout, ErrorDetail, RequestNotValid, ServiceError
 from render.contract.formats import FORMATS
 from render.contract.options import TakeOptions
 from render.contract.validation import validate_all
-from render.contract.wire import JobRequest, JobResult
+from render.contract.wire import Compare, JobResult, Waiting
 from render.net.policy import check_url
 from render.queue.records import queued_fields
 from service.api import openapi
 from service.api.auth import body_caller
-from service.api.capture_path import entry_options, new_reference, run_capture
+from service.api.capture_path import entry_options, new_job, new_reference, run_capture
 from service.api.context import AppContext
 from service.errors import within
 from service.organisations import Organisation
@@ -130,10 +130,8 @@ async def run_compare(context: AppContext, org: Organisation, before: str, after
                       trace_id: str, *, keep_body: bool) -> JobResult:
     """The compare job on a worker: the diff stored, the change in `metadata["comparison"]`."""
     reference = new_reference()
-    job = JobRequest(reference=reference, organisation=org.id, trace_id=trace_id, kind=COMPARE_KIND,
-                     options=CompareJob(before, after, threshold).to_json(),
-                     deadline=time.time() + COMPARE_TIMEOUT_SECONDS, reply_channel=context.dispatcher.reply_channel,
-                     store_result=True, keep_body=keep_body, enqueued_at=time.time())
+    job = new_job(org, reference, trace_id, Compare(CompareJob(before, after, threshold), keep_body=keep_body),
+                  Waiting(context.dispatcher.reply_channel, deadline=time.time() + COMPARE_TIMEOUT_SECONDS))
     result = await context.dispatcher.run(job, wait_seconds=COMPARE_TIMEOUT_SECONDS
                                           + context.settings.service.result_wait_grace,
                                           record=queued_fields(org.id))

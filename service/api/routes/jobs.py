@@ -22,7 +22,7 @@ from render.contract import sealing
 from render.contract.errors import ErrorDetail, InternalError
 from render.contract.options import TakeOptions
 from render.contract.wire import JobResult
-from render.queue.async_jobs import ANSWER_PURPOSE
+from render.queue.endings import ANSWER_PURPOSE
 from render.queue.lane_scripts import Cancel
 from render.queue.records import job_record_ttl
 from service.api import openapi
