@@ -12,9 +12,8 @@
    meaning: fixed elements appear where the first screen has them, sticky ones where the document puts
    them at the top of the page, each once.
    - `default`: one capture of the whole page beyond the viewport (CDP `captureBeyondViewport`, as
-     Playwright's `full_page`). Chromium 156 renders it exactly at any height: measured pixel-identical
-     to the page scrolled and captured screen by screen up to 80,000 device pixels (40,000 CSS px at
-     scale 2), well past the 16,384-pixel compositor texture size that once cut such captures short.
+     Playwright's `full_page`): Chromium renders it exactly at any height, past its compositor's texture
+     size (tests/integration/test_fidelity.py holds pages up to 40,000 px against a plain browser's).
    - `by_sections`: the page is scrolled one viewport at a time and each view captured (for pages that
      draw what scrolls into view); sticky elements are first pinned where they stand at the top, fixed
      ones hidden after the first view, and the views are stitched with pyvips, row-exact.
