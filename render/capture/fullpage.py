@@ -69,7 +69,7 @@ _PIN_STICKY = """() => {
     set('left', `${stuck.left - inFlow.left}px`);
   }
 }"""
-_SETTLE = "() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
+_TWO_FRAMES = "() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
 _SCROLL_TO = "y => window.scrollTo({top: y, left: 0, behavior: 'instant'})"
 # One step of the lazy-load scroll as the page needs it: scrolled, two frames for the page to see it (the
 # intersection observers' callbacks and the native lazy images' loads start in them), then until every
@@ -144,7 +144,7 @@ async def scroll_for_lazy_content(tab: Tab, options: TakeOptions, viewport: View
         if requests is not None:
             requests.detach()
     await tab.run(_TO_TOP)
-    await tab.run(_SETTLE)
+    await tab.run(_TWO_FRAMES)
 
 
 async def _capture(tab: Tab, clip: dict[str, float] | None, beyond: bool) -> bytes:
@@ -192,7 +192,7 @@ async def _by_sections(tab: Tab, options: TakeOptions, viewport: Viewport, width
             raise CaptureTimeout(f"The full-page capture did not finish within timeout ({options.timeout} s).")
         actual = float(await tab.run(
             "y => { window.scrollTo({top: y, left: 0, behavior: 'instant'}); return window.scrollY; }", top))
-        await tab.run(_SETTLE)
+        await tab.run(_TWO_FRAMES)
         if options.reduce_motion:
             await motion.reduce(tab.page)
         # The view; with horizontal overflow, the whole width of the rows in view.

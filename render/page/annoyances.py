@@ -124,10 +124,10 @@ class Annoyances:
         if self.consent is None:
             found = await self._look(tab, "clearBanners", self._evidence(hide=True))
         else:
-            await self.consent.settle(deadline)
+            await self.consent.wait_while_busy(deadline)
             found = await self._look(tab, "clearBanners", self._evidence(hide=False))
             if found and found["found"] and not found["hidden"]:  # left up for autoconsent
-                await self.consent.settle(deadline, banner_up=True)
+                await self.consent.wait_while_busy(deadline, banner_up=True)
                 found = await self._look(tab, "clearBanners", self._evidence(hide=True))
         self.hidden += found["hidden"] if found else 0
         if self.consent is not None and self.consent.handled:

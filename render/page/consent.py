@@ -217,7 +217,7 @@ class Consent:
                 return True
         return False
 
-    async def settle(self, deadline: float, *, banner_up: bool = False) -> None:
+    async def wait_while_busy(self, deadline: float, *, banner_up: bool = False) -> None:
         """Waits while autoconsent is at work (`busy`), at most OPT_OUT_LIMIT_SECONDS (HANDOVER_SECONDS
         while it is only still looking) and never past `deadline`."""
         start = time.monotonic()

@@ -179,7 +179,7 @@ def test_the_wait_ends_when_the_opt_out_is_reported_not_at_the_next_look(monkeyp
 
     async def opt_out_while_waiting() -> bool:
         await job.receive({"frame": frame}, {"type": "popupFound", "cmp": "Klaro"})
-        waiting = asyncio.ensure_future(job.settle(time.monotonic() + 120))
+        waiting = asyncio.ensure_future(job.wait_while_busy(time.monotonic() + 120))
         await asyncio.sleep(0)  # the wait has begun
         assert not waiting.done()
         await job.receive({"frame": frame}, {"type": "optOutResult", "cmp": "Klaro", "result": True})
