@@ -143,6 +143,11 @@ class Tab:
         self.changed(PLAYWRIGHT_EFFECTS["grant_permissions"], f"grant_permissions {', '.join(permissions)}")
         await self.context.grant_permissions(permissions)
 
+    def attach(self, name: str, helper: PageHelper) -> None:
+        """A helper on the page for this job (a watch, a recorder: listeners it removes itself), switched off when
+        the job's tab is released (`helpers`): recorded as no change."""
+        self.helpers[name] = helper
+
     async def add_helper(self, name: str, helper: PageHelper, callback: Callable[..., Any], script: str) -> None:
         """A helper for the page's lifetime (`helpers[name]`): a binding the page calls and a script in every
         document. Switched off between jobs, so it leaves nothing a next job could meet: recorded as no change."""

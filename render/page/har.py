@@ -278,5 +278,5 @@ def record(tab: Tab, options: TakeOptions, max_bytes: int) -> HarRecorder | None
     if not options.har:
         return None
     recorder = HarRecorder(tab.page, options, max_bytes)
-    tab.helpers[HELPER] = recorder
+    tab.attach(HELPER, recorder)
     return recorder

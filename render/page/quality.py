@@ -81,7 +81,7 @@ class PendingRequests:
 def watch_pending(tab: Tab) -> PendingRequests:
     """Counting the job's requests in flight from before its navigation; off when the job's tab is released."""
     pending = PendingRequests(tab.page)
-    tab.helpers[HELPER] = pending
+    tab.attach(HELPER, pending)
     return pending
 
 

@@ -183,5 +183,5 @@ def watch(tab: Tab, options: TakeOptions, started: float, refusal: Refusals = _n
     if not PageWatch.wanted(options):
         return None
     page_watch = PageWatch(tab.page, options, started, refusal)
-    tab.helpers[HELPER] = page_watch
+    tab.attach(HELPER, page_watch)
     return page_watch

@@ -60,6 +60,9 @@ def _calls_outside_the_tab() -> list[str]:
 
 def test_no_page_operation_bypasses_the_tab() -> None:
     assert _calls_outside_the_tab() == []
+    helpers_set = [f"{path.relative_to(ROOT)}" for path in _sources() if path != TABS
+                   and re.search(r"\.helpers\[[^\]]+\]\s*=", path.read_text())]
+    assert helpers_set == []  # a helper goes on through Tab.attach or Tab.add_helper
 
 
 def test_a_listener_on_the_page_is_removed_by_its_module_or_kept_by_the_tab() -> None:
