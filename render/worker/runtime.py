@@ -31,7 +31,7 @@ from render.contract.errors import (
 )
 from render.contract.options import TakeOptions
 from render.contract.timings import stage_listener
-from render.contract.wire import Capture, Compare, JobRequest, JobResult, Variants
+from render.contract.wire import Capture, Compare, JobRequest, JobResult, Recorded, Variants
 from render.logs import trace_id_var
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
@@ -225,7 +225,7 @@ class WorkerRuntime:
         started = time.monotonic()
         started_at = time.time()
         trace_id_var.set(job.trace_id)
-        recorded = job.answer.by == "record"
+        recorded = isinstance(job.answer, Recorded)
         stage_listener.set(self._stage_reporter(job.reference) if recorded and self.redis is not None else None)
         if time.time() >= job.deadline:
             log.info("job %s expired in the queue", job.reference)
