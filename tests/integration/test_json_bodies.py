@@ -147,3 +147,31 @@ def test_an_array_past_what_it_takes_is_refused_whole_before_the_caller_is_known
         assert len(details) == 1 and details[0]["field"] == field, details
         assert details[0]["message"].startswith("must have at most "), details
     assert client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"] == used
+
+
+LONG = "9" * 5000  # past the 4,300 digits Python makes an int of
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/screenshot/take", '{"url": "https://example.com/", "viewport_width": LONG}', "viewport_width"),
+    ("/v1/screenshot/take", '{"html": "<p>x</p>", "delay": -LONG}', "delay"),
+    ("/v1/screenshot/animate", '{"html": "<p>x</p>", "duration": LONG}', "duration"),
+    ("/v1/screenshot/bulk", '{"requests": [{"html": "x", "timeout": LONG}]}', "requests.0.timeout"),
+    ("/v1/screenshot/compare", '{"before": {"html": "x", "image_quality": LONG}, "after": {"html": "y"}}',
+     "before.image_quality"),
+    ("/v1/monitors", '{"name": "m", "schedule": {"interval": LONG}, "request": {"url": "https://example.com/"}}',
+     "schedule.interval"),
+])
+def test_a_number_too_long_for_python_is_refused_naming_its_field(
+        client: httpx.Client, org: Org, path: str, body: str, field: str) -> None:
+    """A number of 5,000 digits answered 500 on every JSON route, with a key or without: the body check made a
+    Python int of it first. It is refused as out of range or not an integer, naming the field; nothing charged."""
+    used = client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"]
+    for headers in ({"x-access-key": org.access_key}, {}):
+        refused = client.post(path, content=body.replace("LONG", LONG),
+                              headers={**headers, "content-type": "application/json"})
+        assert refused.status_code == 400, refused.text[:300]
+        assert refused.json()["error_code"] == "request_not_valid"
+        assert [detail["field"] for detail in refused.json()["error_details"]] == [field], refused.text[:300]
+        assert LONG[:50] not in refused.text
+    assert client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"] == used
