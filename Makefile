@@ -16,24 +16,19 @@ SDK := tests/sdk/node_modules/.package-lock.json
 run: system venv rules
 	$(BIN)/screenshot-service run
 
-# Two pytest processes at once, each taking the next test file as it is ready for one, the longest first
-# (tests/support/shards.py; SCREENSHOT_TEST_CLAIMS is where they take them): the suite mostly waits on pages and
-# processes, so one process alone leaves the cores idle. tests/cluster runs first, alone (its failover test needs a
-# Redis primary whose replica keeps up, which a loaded machine does not promise). Then the first share reports as it
-# goes, the second's report follows.
-# Any failing fails the target. Each has a temporary directory of its own (short: the embedded Redis's socket
-# lives in it).
+# tests/cluster first, alone (its failover test needs a Redis primary whose replica keeps up, which a loaded
+# machine does not promise); then the rest on two pytest-xdist workers, each taking the next test file as it is
+# ready for one, the longest first (tests/support/scheduling.py): the suite mostly waits on pages and processes, so
+# one process alone leaves the cores idle. Any failing fails the target. Each has a temporary directory of its own
+# (short: the embedded Redis's socket lives in it), kept when it fails.
 test: system venv rules corpus sdk lint
 	@mkdir -p var
-	@one=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); two=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); \
-	  three=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); claims=$$(mktemp -d /tmp/screenshot-claims.XXXXXX); \
-	  $(BIN)/pytest tests/cluster --basetemp=$$three; alone=$$?; \
-	  SCREENSHOT_TEST_CLAIMS=$$claims SCREENSHOT_TEST_SHARD=2/2 $(BIN)/pytest --basetemp=$$two \
-	    > var/tests-2-of-2.log 2>&1 & other=$$!; \
-	  SCREENSHOT_TEST_CLAIMS=$$claims SCREENSHOT_TEST_SHARD=1/2 $(BIN)/pytest --basetemp=$$one; first=$$?; \
-	  wait $$other; second=$$?; cat var/tests-2-of-2.log; rm -rf $$claims; \
-	  echo "make test: tests/cluster exited $$alone, the first share $$first, the second $$second"; \
-	  test $$first -eq 0 -a $$second -eq 0 -a $$alone -eq 0 && rm -rf $$one $$two $$three
+	@alone=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); rest=$$(mktemp -d /tmp/screenshot-tests.XXXXXX); \
+	  $(BIN)/pytest tests/cluster --basetemp=$$alone; first=$$?; \
+	  SCREENSHOT_TEST_DURATIONS=var/test-durations.json $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder \
+	    --ignore=tests/cluster --basetemp=$$rest; second=$$?; \
+	  echo "make test: tests/cluster exited $$first, the rest $$second"; \
+	  test $$first -eq 0 -a $$second -eq 0 && rm -rf $$alone $$rest
 
 # The container image built with Debian's Podman and run as operators run it (tests/image): after `make test`,
 # in .ci/run. Its base is made with mmdebstrap when the registry of images cannot be reached.

@@ -1,13 +1,15 @@
 """Where `make test`'s CPU goes, by test: a pytest plugin that reads, around each test (its setup, call and
 teardown), the CPU time of the pytest process's whole tree from /proc (the services, Chromium and the background
-runs it started), and writes it with the wall time to var/test-cpu-<share>.json.
+runs it started), and writes it with the wall time to var/test-cpu-<worker>.json (one file per pytest-xdist
+worker, `all` without xdist).
 
     PYTHONPATH=. PYTEST_ADDOPTS="-p bench.cpu_by_test" make test
     .venv/bin/python -m bench.cpu_by_test          # the files and tests that took the most CPU
 
 A process's time counts its own and that of its children it has reaped (cutime, cstime), so a test's figure holds
-what ended during it. Work started with the session (the contract run, the MCP scenario) counts to the tests it
-runs beside, and a module's fixtures to its first and last tests.
+what ended during it. Work started with the run (tests/support/background.py: the contract run, the MCP
+scenario) belongs to xdist's controller, which runs no test, and so counts nowhere; a module's fixtures count to
+its first and last tests.
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    OUT.mkdir(exist_ok=True)
-    share = os.environ.get("SCREENSHOT_TEST_SHARD", "all").replace("/", "-of-")
-    (OUT / f"test-cpu-{share}.json").write_text(json.dumps(_taken, indent=1) + "\n")
+    if _taken:  # not xdist's controller
+        OUT.mkdir(exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "all")
+        (OUT / f"test-cpu-{worker}.json").write_text(json.dumps(_taken, indent=1) + "\n")
 
 
 def main() -> int:

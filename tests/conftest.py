@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from xdist.scheduler import LoadFileScheduling
+from xdist.workermanage import WorkerController
 
 from service.organisations import OrganisationStore
 from service.settings import default_workers
-from tests.support import shards
+from tests.support import background, scheduling
 from tests.support.plain import PlainBrowser
 from tests.support.servers import ROOT, RunningService, S3Server, free_port, redis_server, running_service, s3_server
 from tests.support.site import Site
@@ -32,100 +33,86 @@ __all__ = ["ROOT", "Org", "RunningService", "free_port"]
 # tests/image builds and runs the container image: `make image-test`, after `make test` (.ci/run runs both).
 collect_ignore = [] if os.environ.get("SCREENSHOT_IMAGE_TEST") else ["image"]
 
-LOCK_TEST = "test_the_lock_resolves_under_debian_s_python"
-SHARD = os.environ.get("SCREENSHOT_TEST_SHARD", "")  # "1/2": this process runs the first of two shares (Makefile)
-# The directory where the shares take their files at run time (tests/support/shards.py); the Makefile makes it.
-CLAIMS = os.environ.get("SCREENSHOT_TEST_CLAIMS", "")
+# Set by `make test`: where the run writes what each file's tests took (tests/support/scheduling.py).
+DURATIONS = os.environ.get("SCREENSHOT_TEST_DURATIONS", "")
+PIECES = pytest.StashKey[background.Pieces]()
 _took: dict[str, float] = {}  # seconds each file's tests took in this run (setup, call and teardown)
-_claims: list[shards.Claims] = []  # this share's, once its tests are collected
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With SCREENSHOT_TEST_SHARD, the files this share may run: the anchored ones placed in it and every file the
-    shares take at run time (pytest_runtestloop), in their order (tests/support/shards.py)."""
-    if not SHARD:
-        return
-    try:
-        share, shares = shards.parse(SHARD)
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    if not CLAIMS or not os.path.isdir(CLAIMS):
-        raise pytest.UsageError("SCREENSHOT_TEST_SHARD needs SCREENSHOT_TEST_CLAIMS, a directory every share sees "
-                                "(made empty for each run): `make test` sets both")
-    weighed = shards.weights((item.nodeid for item in items), shards.known())
-    placed = shards.anchor(weighed, shares)
-
-    def runs_here(item: pytest.Item) -> bool:
-        unit = shards.unit_of(shards.file_of(item.nodeid))
-        return unit in weighed and placed.get(unit, share) == share
-
-    others = [item for item in items if not runs_here(item)]
-    if others:
-        config.hook.pytest_deselected(items=others)
-    items[:] = shards.in_order([item for item in items if runs_here(item)], lambda item: item.nodeid, weighed)
-    _claims.append(shards.Claims(Path(CLAIMS), weighed, shards.lead(weighed, placed, share, shares)))
+def _worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """A share runs the files it takes as it goes (shards.Claims.run); otherwise pytest's own loop. The next test
-    is known before each runs, as pytest's loop knows it (a module's fixtures end when the next test is not
-    in it)."""
-    if not _claims or session.config.option.collectonly:
-        return None
-    if session.testsfailed and not session.config.option.continue_on_collection_errors:
-        raise session.Interrupted(f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
-                                  "during collection")
-    walk = _claims[0].run(session.items, lambda item: item.nodeid)
-    item = next(walk, None)
-    while item is not None:
-        following = next(walk, None)
-        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
-        if session.shouldfail:
-            raise session.Failed(session.shouldfail)
-        if session.shouldstop:
-            raise session.Interrupted(session.shouldstop)
-        item = following
-    taken = _claims[0].taken
-    session.config.get_terminal_writer().line(
-        f"\nthis share took {len(taken)} of the files both shares take from (tests/support/shards.py); "
-        "the other share ran the rest")
-    return True
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin
+def pytest_configure(config: pytest.Config) -> None:
+    """The process that hands out the tests (pytest-xdist's controller, or pytest alone) keeps the work started
+    with the run (tests/support/background.py) under its base temporary directory."""
+    if not _worker(config):
+        # xdist's controller makes its workers' directories under it the same way (popen-gw0, ...).
+        base = config._tmp_path_factory.mktemp("background", numbered=False)  # type: ignore[attr-defined]
+        config.stash[PIECES] = background.Pieces(base)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: WorkerController) -> None:
+    node.workerinput["background"] = str(node.config.stash[PIECES].base)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
+    node.config.stash[PIECES].start(ids)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadFileScheduling | None:
+    """`--dist loadfile` with tests/e2e as one unit (scheduling.WHOLE)."""
+    return WholeUnits(config, log) if config.getoption("dist") == "loadfile" else None  # type: ignore[arg-type]
+
+
+class WholeUnits(LoadFileScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return scheduling.unit_of(scheduling.file_of(nodeid))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files the longest first, those that join background work late (tests/support/scheduling.py): the
+    order pytest-xdist hands them out in (`--no-loadscope-reorder`), the same in every worker."""
+    weighed = scheduling.weights((item.nodeid for item in items), scheduling.known())
+    items[:] = scheduling.in_order(items, lambda item: item.nodeid, weighed)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """pytest alone (no xdist) starts the background work its tests join here."""
+    if not _worker(session.config) and not session.config.option.collectonly:
+        session.config.stash[PIECES].start(item.nodeid for item in session.items)
+
+
+def background_of(request: pytest.FixtureRequest, test: str) -> background.Outcome:
+    """What came of the background work `test` joins, in whichever process runs it."""
+    config = request.config
+    base = Path(config.workerinput["background"]) if _worker(config) else config.stash[PIECES].base  # type: ignore[attr-defined]
+    return background.outcome(base, test)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    path = shards.file_of(report.nodeid)
+    path = scheduling.file_of(report.nodeid)
     _took[path] = _took.get(path, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A share's run (the whole suite's files) writes what its files took, for `python -m tests.support.shards`."""
-    if SHARD and _took:
-        shards.MEASURED.mkdir(exist_ok=True)
-        share = SHARD.replace("/", "-of-")
-        (shards.MEASURED / f"test-durations-{share}.json").write_text(json.dumps(_took, indent=1) + "\n")
-DEBIAN_PYTHON = "/usr/bin/python3"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def lock_resolution(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-                    ) -> Iterator[subprocess.Popen[str] | None]:
-    """tests/unit/test_lock.py's resolution (pip, mostly waiting on the package index) started with the session
-    when that test is to run, so its 20 s overlap the others; the test joins it."""
-    if not any(item.name == LOCK_TEST for item in request.session.items) or not os.path.exists(DEBIAN_PYTHON):
-        yield None
+    """Stops the background work; with SCREENSHOT_TEST_DURATIONS, writes what each file took."""
+    if _worker(session.config):
         return
-    venv = tmp_path_factory.mktemp("lock") / "venv"
-    script = (f'{DEBIAN_PYTHON} -c "import sys; print(sys.version_info[:3])" >&2 && {DEBIAN_PYTHON} -m venv {venv} '
-              f'&& {venv}/bin/pip install --dry-run --quiet --no-input -c requirements.lock -e ".[dev]"')
-    process = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    session.config.stash[PIECES].stop()
+    if DURATIONS and _took:
+        Path(DURATIONS).parent.mkdir(parents=True, exist_ok=True)
+        Path(DURATIONS).write_text(json.dumps(_took, indent=1) + "\n")
+
+
+@pytest.fixture
+def lock_resolution(request: pytest.FixtureRequest) -> background.Outcome:
+    """tests/unit/test_lock.py's resolution, started with the run (tests/support/background.py)."""
+    return background_of(request, background.LOCK_TEST)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_schemathesis_finds_no_contract_failure(contract_run: ContractRun) -> None:
-    """Started with the session (tests/integration/conftest.py: about 14,000 requests, a minute of one core),
+    """Started with the run (tests/support/background.py: about 14,000 requests, a minute of one core),
     joined here."""
     if contract_run.unavailable:
         pytest.skip(f"the contract run needs a network namespace of its own: {contract_run.unavailable}")

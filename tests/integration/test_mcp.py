@@ -21,7 +21,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Org
-from tests.integration.conftest import LATE_SECONDS, SMALL, TypeScriptRun, environment
+from tests.integration.conftest import TypeScriptRun
+from tests.support.background import LATE_SECONDS, SMALL, environment
 from tests.support.images import decode, near, rgb_at
 from tests.support.servers import ROOT, RunningService, free_port, wait_for
 from tests.support.site import Site
@@ -145,8 +146,8 @@ def test_a_standard_typescript_client_completes_a_65_s_capture_and_cancels_a_que
     client that shows progress asks), over stdio and streamable HTTP at once: a capture that waits 65 s for its
     selector completes, kept alive by progress notifications that say the job's state; a call cancelled while its
     job waits in the queue (every worker busy with a long capture) cancels the job: never rendered, not charged.
-    Started with the session on a service of its own (tests/integration/conftest.py): its 65 s overlap the
-    other tests."""
+    Started with the run on a service of its own (tests/support/background.py): its 65 s overlap the other
+    tests."""
     status, got, errors = typescript_mcp_run.result()
     assert status == 0 and got is not None, errors
     for long in got["long"]:  # type: ignore[attr-defined]

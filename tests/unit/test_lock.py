@@ -4,20 +4,21 @@ later Python (soupsieve 4.1.1 needs 3.11.5) made `pip install -c requirements.lo
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.support.background import Outcome
 
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 
 
 @pytest.mark.timeout(600)
-def test_the_lock_resolves_under_debian_s_python(lock_resolution: subprocess.Popen[str] | None) -> None:
-    """Run by tests/conftest.py's `lock_resolution` from the session's start (Debian's python3 makes a venv and
-    pip resolves the lock and the project's dependencies, --dry-run); joined here."""
+def test_the_lock_resolves_under_debian_s_python(lock_resolution: Outcome) -> None:
+    """Started with the run (tests/support/background.py: Debian's python3 makes a venv and pip resolves the lock
+    and the project's dependencies, --dry-run); joined here."""
     assert DEBIAN_PYTHON.exists(), "Debian's python3 is missing: `make system` installs python3-venv (and python3)"
-    assert lock_resolution is not None
-    _, errors = lock_resolution.communicate(timeout=540)
+    status = lock_resolution.status(timeout=540)
+    errors = lock_resolution.read("errors")
     version = errors.splitlines()[0] if errors else "?"
-    assert lock_resolution.returncode == 0, f"Python {version}: {errors[-3000:]}"
+    assert status == 0, f"Python {version}: {errors[-3000:]}"
