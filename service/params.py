@@ -7,13 +7,13 @@ because the canonical signature message uses them as sent.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, get_origin
 from urllib.parse import parse_qsl
 
 from pydantic import BaseModel
 
+from render.contract import json_text
 from render.contract.errors import ErrorDetail, RequestNotValid
 
 CREDENTIAL_PARAMS = ("access_key", "signature")
@@ -59,13 +59,12 @@ def parse_body(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        data = json.loads(body, parse_int=JsonNumber, parse_float=JsonNumber)
+        data = json_text.loads(body, parse_int=JsonNumber, parse_float=JsonNumber)
+    except json_text.NotJson as error:
+        raise RequestNotValid(f"The body is refused: it {error}.", [ErrorDetail("body", str(error))]) from None
     except (ValueError, UnicodeDecodeError) as error:
         raise RequestNotValid("The body is not valid JSON.",
                               [ErrorDetail("body", f"not valid JSON: {error}")]) from None
-    except RecursionError:
-        raise RequestNotValid("The body is nested too deeply to be a request.",
-                              [ErrorDetail("body", "JSON nested too deeply")]) from None
     if not isinstance(data, dict):
         raise RequestNotValid("The body must be a JSON object of parameters.",
                               [ErrorDetail("body", "must be a JSON object")])

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import ada_url
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
-from render.contract import json_schema
+from render.contract import json_schema, json_text
 from render.contract.devices import DEVICE_IDS
 from storage.paths import placeholders_in
 
@@ -207,7 +207,7 @@ def _plain_json(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain_json(item) for item in value]
     if isinstance(value, str) and type(value) is not str:  # a number kept as its text
-        return json.loads(value)
+        return json_text.loads(value)
     return value
 
 
@@ -216,13 +216,22 @@ def _json_schema(value: Any) -> dict[str, Any]:
     check answers against (render.contract.json_schema: nothing fetched, no endless reference, RE2 patterns)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_text.loads(value)
+        except json_text.NotJson as error:
+            raise ValueError(f"must be a JSON Schema, and its JSON text {error}") from None
         except ValueError:
             raise ValueError("must be a JSON Schema: an object, or its JSON text") from None
+    elif json_text.depth(value) > json_text.MOST_NESTING:
+        raise ValueError(f"must be a JSON Schema that nests at most {json_text.MOST_NESTING} levels of arrays and "
+                         "objects")
     value = _plain_json(value)
     if not isinstance(value, dict):
         raise ValueError("must be a JSON Schema object")
-    if len(json.dumps(value)) > JSON_SCHEMA_MAX_BYTES:
+    try:
+        written = json.dumps(value, allow_nan=False)
+    except ValueError:  # a number of more digits than any rule takes (json_text.integer)
+        raise ValueError("must be a JSON Schema whose numbers are finite") from None
+    if len(written) > JSON_SCHEMA_MAX_BYTES:
         raise ValueError(f"must be at most {JSON_SCHEMA_MAX_BYTES // 1024} KiB of JSON")
     json_schema.check(value)  # a SchemaProblem is a ValueError: request_not_valid naming the field
     return value

@@ -32,6 +32,7 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
+from render.contract import json_text
 from render.contract.errors import MOST_DETAILS, ErrorDetail, RequestNotValid
 
 _TYPE_NAMES = {"boolean": "a boolean (true or false)", "integer": "an integer", "number": "a number",
@@ -40,9 +41,6 @@ _MOST_CHOICES_NAMED = 12
 MOST_ERRORS = 400  # schema errors read at most for them
 _RUN = 512  # items jsonschema-rs reads at once, looking for the wrong ones of a list
 _TYPES = Draft202012Validator({})
-# A JSON integer of more digits is read as a float (inf past about 308): no rule of the schema takes that many, so
-# the schema refuses it naming its field, and Python never makes an int of it (it refuses past 4,300 digits).
-_LONGEST_INTEGER = 100
 # Per (document, component): the document, its jsonschema-rs validator and the jsonschema one that words errors.
 _VALIDATORS: dict[tuple[int, str], tuple[dict[str, Any], Any, Draft202012Validator]] = {}
 
@@ -51,7 +49,8 @@ def check(document: dict[str, Any], component: str, raw: bytes, *, whole: bool =
     """Refuse the body `raw` (a JSON object: service.params.parse_body read it first) where it breaks component
     `component` of `document`: its JSON types only, or with `whole` every rule of the schema. The body is read
     here again as plain JSON, its numbers numbers (parse_body keeps their text, for signatures)."""
-    plain = json.loads(raw, object_hook=_Quiet, parse_int=_integer) if raw.strip() else {}  # empty: as parse_body
+    # Empty: as parse_body.
+    plain = json.loads(raw, object_hook=_Quiet, parse_int=json_text.integer) if raw.strip() else {}
     fast, wording = _validators(component, document)
     if fast.is_valid(plain):
         return
@@ -68,10 +67,6 @@ def check(document: dict[str, Any], component: str, raw: bytes, *, whole: bool =
         raise RequestNotValid("The body does not match the API's schema: " + "; ".join(
             f"{detail.field} {detail.message}" for detail in unique[:5]) + ("." if len(unique) <= 5 else "; ..."),
             unique)
-
-
-def _integer(text: str) -> int | float:
-    return int(text) if len(text) <= _LONGEST_INTEGER else float(text)
 
 
 def _validators(component: str, document: dict[str, Any]) -> tuple[Any, Draft202012Validator]:

@@ -175,3 +175,52 @@ def test_a_number_too_long_for_python_is_refused_naming_its_field(
         assert [detail["field"] for detail in refused.json()["error_details"]] == [field], refused.text[:300]
         assert LONG[:50] not in refused.text
     assert client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"] == used
+
+
+DEEP = 1500  # levels: past Python's recursion limit (1,000), which the body's reader hit first
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/screenshot/take", '{"html": "<p>x</p>", "headers": ' + "[" * DEEP + "]" * DEEP + "}", "body"),
+    ("/v1/screenshot/bulk", '{"requests": [' + "{" + '"a": {' * DEEP + "}" * DEEP + "}]}", "body"),
+    ("/v1/monitors", '{"name": "m", "request": {"url": "https://example.com/"}, "x": ' + "[" * 101 + "]" * 101 + "}",
+     "body"),
+    ("/v1/screenshot/take", '{"html": "<p>x</p>", "viewport_width": NaN}', "body"),
+    ("/v1/screenshot/take", '{"html": "<p>x\\ud800</p>"}', "body"),
+    ("/v1/monitors", '{"name": "m", "request": {"url": "https://example.com/"}, "\\udc00": 1}', "body"),
+    ("/v1/screenshot/compare", '{"before": {"html": "x", "delay": -Infinity}, "after": {"html": "y"}}', "body"),
+    ("/v1/screenshot/take", '{"html": "<p>x</p>", "vision_prompt": "p", "vision_provider_api_key": "k", '
+     '"vision_response_schema": ' + '{"type": "object", "properties": {"a": ' * 45 + "{}" + "}}" * 45 + "}",
+     "vision_response_schema"),
+])
+def test_deep_nesting_and_json_s_missing_numbers_are_refused_naming_the_field(
+        client: httpx.Client, org: Org, path: str, body: str, field: str) -> None:
+    """Nesting past what a request needs (100 levels; a body 1,500 deep answered 500 once Python's reader
+    recursed past its limit), NaN or Infinity, which Python reads and JSON has not, and half a surrogate pair
+    (`"\\ud800"`, which answered 500 when the page or the error was written as UTF-8): 400 naming the body (with a
+    key or without: the body is read before the key is looked at) or the field, nothing charged."""
+    used = client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"]
+    for headers in ({"x-access-key": org.access_key}, {}) if field == "body" else ({"x-access-key": org.access_key},):
+        refused = client.post(path, content=body, headers={**headers, "content-type": "application/json"})
+        assert refused.status_code == 400, refused.text[:300]
+        assert refused.json()["error_code"] == "request_not_valid", refused.text[:300]
+        assert [detail["field"] for detail in refused.json()["error_details"]] == [field], refused.text[:300]
+    assert client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"] == used
+
+
+@pytest.mark.parametrize("schema", [
+    "[" * DEEP + "]" * DEEP,
+    '{"items":' * 900 + "{}" + "}" * 900,
+    '{"type": "number", "maximum": NaN}',
+    '{"type": "number", "maximum": ' + LONG + "}",
+])
+def test_a_json_schema_in_the_query_is_bounded_before_it_is_read(client: httpx.Client, org: Org,
+                                                                 schema: str) -> None:
+    """A vision_response_schema 900 levels deep, an array 1,500 deep, NaN and a number past a float's range in a
+    GET query: 400 naming vision_response_schema (the deep ones answered 500)."""
+    refused = client.get("/v1/screenshot/take", params={
+        "html": "<p>x</p>", "vision_prompt": "p", "vision_provider_api_key": "secret-vision-key",
+        "vision_response_schema": schema, "access_key": org.access_key})
+    assert refused.status_code == 400, refused.text[:300]
+    assert [detail["field"] for detail in refused.json()["error_details"]] == ["vision_response_schema"]
+    assert "secret-vision-key" not in refused.text
