@@ -38,8 +38,9 @@ T = TypeVar("T")
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
 # What a primary answers while it cannot take a write for now, nothing of the command done: too few good
 # replicas (`min-replicas-to-write`, replicas past `min-replicas-max-lag` on a busy machine), a demoted primary,
-# a primary still electing (MASTERDOWN is redis-py's ClusterDownError subclass), a retry asked for.
-REFUSED_FOR_NOW = ("NOREPLICAS", "READONLY", "MASTERDOWN", "TRYAGAIN")
+# a primary still electing (MASTERDOWN is redis-py's ClusterDownError subclass), a retry asked for, a Redis at
+# its maxmemory under noeviction (OOM), and a blocking read broken off as the server turned replica (UNBLOCKED).
+REFUSED_FOR_NOW = ("NOREPLICAS", "READONLY", "MASTERDOWN", "TRYAGAIN", "OOM", "UNBLOCKED")
 # The connection options of a URL that say where the server is: with Sentinel, the sentinels say that.
 _PLACE = ("host", "port", "path", "unix_socket_path", "connection_class")
 
