@@ -18,6 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from storage.errors import StorageError
+from storage.s3 import transient_answer
 
 AWS_REGION = "us-east-1"  # the region requests are signed for when the endpoint does not say
 _REGION_IN_HOST = re.compile(r"\.s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
@@ -48,13 +49,14 @@ class Destination:
         return "s3.amazonaws.com"
 
 
-def upload(destination: Destination, body: bytes, content_type: str, proxy_url: str) -> str:
-    """Put the object through the proxy at `proxy_url`; its location, or StorageError saying why not."""
+def upload(destination: Destination, body: bytes, content_type: str, proxy_url: str, timeout: float = 10.0) -> str:
+    """Put the object through the proxy at `proxy_url`, each attempt within `timeout` seconds; its location, or
+    StorageError saying why not."""
     region = AWS_REGION
     if destination.endpoint and (found := _REGION_IN_HOST.search(urlsplit(destination.endpoint).hostname or "")):
         region = found.group(1)
     config = Config(s3={"addressing_style": "path" if destination.endpoint else "virtual"},
-                    signature_version="s3v4", connect_timeout=10, read_timeout=60,
+                    signature_version="s3v4", connect_timeout=min(5.0, timeout), read_timeout=timeout,
                     retries={"max_attempts": 2, "mode": "standard"},
                     proxies={"http": proxy_url, "https": proxy_url})
     session = boto3.session.Session(aws_access_key_id=destination.access_key_id,
@@ -80,11 +82,12 @@ def upload(destination: Destination, body: bytes, content_type: str, proxy_url: 
             "SignatureDoesNotMatch": "the secret key does not match (storage_secret_access_key)",
             "InvalidStorageClass": "the store does not offer this storage_class",
         }
-        raise StorageError(f"{hints.get(code, f'the store answered {code}')} (HTTP {status})") from None
+        raise StorageError(f"{hints.get(code, f'the store answered {code}')} (HTTP {status})",
+                           transient=transient_answer(error)) from None
     except BotoCoreError as error:
         # Connection failures: name the endpoint, not the request (which carries the signature).
         raise StorageError(f"could not reach {destination.endpoint or 'Amazon S3'}: "
-                           f"{type(error).__name__}") from None
+                           f"{type(error).__name__}", transient=True) from None
     finally:
         client.close()
     return destination.location

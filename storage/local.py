@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import mimetypes
@@ -14,12 +15,16 @@ from urllib.parse import quote
 from storage.base import StoredObject
 from storage.errors import StorageError
 
+# Write failures a later try may not meet: the disk full or over quota (space may be freed), an I/O error.
+_MAY_PASS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN})
+
 
 class LocalStorage:
     """Objects as files under one directory; writes are atomic (temp file, then rename)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.where = f"directory {root}"
 
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()
@@ -29,6 +34,7 @@ class LocalStorage:
 
     def put(self, key: str, data: bytes, content_type: str) -> StoredObject:
         path = self._path(key)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -36,9 +42,12 @@ class LocalStorage:
                 handle.write(data)
             os.replace(tmp, path)
         except OSError as error:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)  # no part of an object is left behind
             raise StorageError(
                 f"cannot write to the storage directory {self.root} ({error.strerror}); check that it "
-                "exists and is writable, or set SCREENSHOT_STORAGE_DIR") from None
+                "exists and is writable, or set SCREENSHOT_STORAGE_DIR",
+                transient=error.errno in _MAY_PASS) from None
         return StoredObject(key, len(data), content_type)
 
     def stat(self, key: str) -> StoredObject | None:

@@ -18,6 +18,13 @@ from storage.base import StoredObject
 from storage.errors import StorageError
 
 CACHE_PREFIX = "cache/"
+_BUSY = frozenset({"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "RequestTimeTooSkewed"})
+
+
+def transient_answer(error: ClientError) -> bool:
+    """Whether the store's refusal may not be repeated on a later try: it is busy or failing (5xx, SlowDown)."""
+    answered = error.response.get("Error", {}).get("Code", "")
+    return answered in _BUSY or int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0) >= 500
 
 
 class S3Storage:
@@ -25,7 +32,7 @@ class S3Storage:
 
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
                  path_style: bool = False, cdn_base_url: str | None = None,
-                 public_endpoint_url: str | None = None) -> None:
+                 public_endpoint_url: str | None = None, timeout: float = 10.0) -> None:
         if not bucket:
             raise StorageError("the s3 backend needs a bucket: set SCREENSHOT_S3_BUCKET")
         self.bucket = bucket
@@ -33,13 +40,14 @@ class S3Storage:
         config = Config(
             s3={"addressing_style": "path" if path_style else "auto"},
             signature_version="s3v4",
-            connect_timeout=5,
-            read_timeout=60,
+            # Each attempt within the budget of a call (storage.deadline bounds the whole call, retries included).
+            connect_timeout=min(5.0, timeout),
+            read_timeout=timeout,
             retries={"max_attempts": 3, "mode": "standard"},
         )
         self._client: Any = boto3.session.Session().client(
             "s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)
-        self._where = f"bucket {bucket!r}" + (f" at {endpoint_url}" if endpoint_url else "")
+        self.where = f"bucket {bucket!r}" + (f" at {endpoint_url}" if endpoint_url else "")
         # Presigned URLs name the host they were signed for: when clients reach the store by another name
         # than the service does (compose: http://minio:9000 inside, http://localhost:9000 outside), they
         # are signed by a client configured with the public endpoint. Signing is local: no connection.
@@ -49,6 +57,7 @@ class S3Storage:
                 "s3", endpoint_url=public_endpoint_url, region_name=region or None, config=config)
 
     def _failure(self, action: str, key: str, error: Exception) -> StorageError:
+        transient = not isinstance(error, ClientError) or transient_answer(error)
         if isinstance(error, ClientError):
             code = error.response.get("Error", {}).get("Code", "")
             hints = {
@@ -60,7 +69,7 @@ class S3Storage:
             reason = hints.get(code, code or str(error))
         else:  # no credentials, endpoint unreachable, ...
             reason = str(error)
-        return StorageError(f"cannot {action} {key!r} in {self._where}: {reason}")
+        return StorageError(f"cannot {action} {key!r} in {self.where}: {reason}", transient=transient)
 
     def put(self, key: str, data: bytes, content_type: str) -> StoredObject:
         try:

@@ -21,6 +21,11 @@ class StorageSettings(BaseSettings):
         "URLs)."))
     storage_dir: Path | None = Field(None, json_schema_extra={"shown_default": "DATA_DIR/storage"}, description=(
         "Directory of the local backend."))
+    storage_timeout: float = Field(10.0, gt=0, le=300, description=(
+        "Seconds one call to the store may take (a write, a read, one chunk of a download; S3's retries included), "
+        "and a `store=true` upload to the caller's bucket. Past it a capture answers `storage_access_denied` "
+        "saying the store did not answer in time, and its worker goes on; an async job tries again until its own "
+        "deadline. A sync job's calls also end by the job's deadline."))
     result_url_ttl: int = Field(3600, ge=60, description="Seconds a returned `screenshot_url` stays valid.")
     s3_bucket: str = Field("", description=(
         "S3 backend: the bucket; it must exist. Credentials: the standard AWS variables (`AWS_ACCESS_KEY_ID`, "

@@ -8,7 +8,9 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import orjson
 import redis
@@ -19,15 +21,19 @@ from render.contract import certificates, sealing
 from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
 from render.contract.formats import FORMATS
 from render.contract.options import VISION_FIELDS, TakeOptions
-from render.contract.wire import Capture, JobRequest, JobResult, StoredCopy, StoredSlice
+from render.contract.wire import Capture, JobRequest, JobResult, Recorded, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
 from render.queue.certify_key import NoCertifyKey, certify_key
 from render.settings import SERVICE_VERSION, RenderSettings
-from storage import Storage, StorageError, object_key
+from storage import Bounded, StorageError, object_key
+from storage.deadline import within
 from storage.paths import filled
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+FIRST_RETRY_SECONDS = 0.5  # an async job's second try at a store; each next one waits twice as long, at most:
+LAST_RETRY_SECONDS = 8.0
 
 
 def _utc(unix_seconds: float) -> str:
@@ -38,7 +44,7 @@ def _utc(unix_seconds: float) -> str:
 class Finisher:
     """What a worker does with an output once the browser is done with it."""
 
-    def __init__(self, settings: RenderSettings, storage: Storage, connection: redis.Redis | None,
+    def __init__(self, settings: RenderSettings, storage: Bounded, connection: redis.Redis | None,
                  policy: NetworkPolicy, loop: asyncio.AbstractEventLoop, egress_url: str) -> None:
         self.settings = settings
         self.storage = storage
@@ -68,7 +74,7 @@ class Finisher:
         with clock.stage("store"):
             for name, (body, extension, content_type) in output.artefacts.items():
                 result.artefacts[name] = self._put(
-                    object_key(job.organisation, f"{job.reference}-{name}", extension), body, content_type)
+                    job, object_key(job.organisation, f"{job.reference}-{name}", extension), body, content_type)
             if options.full_page_slices:
                 self._store_slices(job, options, output, result)
             if options.store:
@@ -114,7 +120,7 @@ class Finisher:
             "artefacts": artefacts,
         }
         document = certificates.sign(manifest, self._certify_key)
-        return self._put(object_key(job.organisation, f"{job.reference}-certificate", "json"),
+        return self._put(job, object_key(job.organisation, f"{job.reference}-certificate", "json"),
                          orjson.dumps(document), "application/json")
 
     def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
@@ -141,8 +147,12 @@ class Finisher:
                 f"storage_endpoint: {refused}; operators can open it with SCREENSHOT_ALLOWED_NETWORKS.") from None
         except (OSError, concurrent.futures.TimeoutError, NameNotResolved):
             raise StorageAccessDenied(f"storage_endpoint: {destination.host} does not resolve.") from None
+        seconds = self.storage.seconds
         try:
-            location = upload(destination, output.body, output.content_type, self.egress_url)
+            location = self._tried(job, lambda: within(
+                min(seconds, job.deadline - time.time()),
+                lambda: upload(destination, output.body, output.content_type, self.egress_url, seconds),
+                f"bucket {destination.bucket!r} at {destination.host}"))
         except StorageError as error:
             raise StorageAccessDenied(f"Could not upload to bucket {destination.bucket!r}: {error}.") from None
         result.stored_copy = StoredCopy(destination.bucket, destination.key,
@@ -152,11 +162,11 @@ class Finisher:
         """full_page_slices: each band the capture cut from the final image stored, and a manifest of them (the
         API serves it with fresh links: its /slices route)."""
         for index, piece in enumerate(output.slices):
-            key = self._put(object_key(job.organisation, f"{job.reference}-slice-{index}", options.file_extension),
-                            piece.body, output.content_type)
+            key = self._put(job, object_key(job.organisation, f"{job.reference}-slice-{index}",
+                                            options.file_extension), piece.body, output.content_type)
             result.slices.append(StoredSlice(index, piece.offset_y, piece.width, piece.height, key))
         result.slices_manifest = self._put(
-            object_key(job.organisation, f"{job.reference}-slices", "json"),
+            job, object_key(job.organisation, f"{job.reference}-slices", "json"),
             orjson.dumps({"slices": result.slices}), "application/json")
 
     def _ask_vision(self, job: JobRequest, options: TakeOptions, output: Output) -> str:
@@ -174,13 +184,29 @@ class Finisher:
 
     def _store(self, job: JobRequest, capture: Capture, options: TakeOptions, result: JobResult) -> None:
         key = capture.store_key or object_key(job.organisation, job.reference, options.file_extension)
-        result.storage_key = self._put(key, result.body, result.content_type)
+        result.storage_key = self._put(job, key, result.body, result.content_type)
         if not capture.keep_body:
             result.body = b""
 
-    def _put(self, key: str, body: bytes, content_type: str) -> str:
+    def _put(self, job: JobRequest, key: str, body: bytes, content_type: str) -> str:
         try:
-            self.storage.put(key, body, content_type)
+            self._tried(job, lambda: self.storage.until(job.deadline).put(key, body, content_type))
         except StorageError as error:
             raise StorageAccessDenied(f"Could not store the result: {error}") from None
         return key
+
+    def _tried(self, job: JobRequest, call: Callable[[], T]) -> T:
+        """`call()` (a store's): once for a job a client waits on; for an async job again after a store's
+        transient failure, waiting a little longer each time, until the job's deadline."""
+        wait = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                return call()
+            except StorageError as error:
+                again = isinstance(job.answer, Recorded) and error.transient and time.time() + wait < job.deadline
+                log.warning("job %s: %s%s", job.reference, error, f"; trying again in {wait:g} s" if again else "")
+                if not again:
+                    raise
+                self.storage.failures["retried"] += 1
+                time.sleep(wait)
+                wait = min(wait * 2, LAST_RETRY_SECONDS)

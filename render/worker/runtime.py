@@ -44,7 +44,7 @@ from render.worker.comparing import compare_run, run_compare_job
 from render.worker.finishing import Finisher
 from render.worker.health import BrowserHealth
 from render.worker.heartbeat import beat_forever
-from storage import Storage
+from storage import Bounded
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,7 +59,7 @@ def _overran(options: TakeOptions) -> CaptureTimeout:
 class WorkerRuntime:
     """Owns the browser loop thread; `handle` runs one job to a published result."""
 
-    def __init__(self, settings: RenderSettings, storage: Storage, connection: redis.Redis | None,
+    def __init__(self, settings: RenderSettings, storage: Bounded, connection: redis.Redis | None,
                  name: str = "worker") -> None:
         self.settings = settings
         self.storage = storage
@@ -130,9 +130,11 @@ class WorkerRuntime:
         self._thread.join(timeout=5)
 
     def _counts(self) -> dict[str, int]:
-        """The browser's running totals the heartbeat reports (/metrics)."""
+        """The browser's and the store's running totals the heartbeat reports (/metrics)."""
+        failures = self.finisher.storage.failures
         return {"browser_restarts": self.tabs.restarts, "contexts_reused": self.tabs.reuses,
-                "browser_memory_reliefs": self.tabs.memory_reliefs}
+                "browser_memory_reliefs": self.tabs.memory_reliefs, "storage_timeouts": failures["timeout"],
+                "storage_errors": failures["error"], "storage_retries": failures["retried"]}
 
     def register(self, kind: str, model: type[TakeOptions], work: Work) -> None:
         """Jobs of `kind` are validated with `model` and run by `work` (the worker command registers

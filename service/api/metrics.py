@@ -51,6 +51,14 @@ class SharedCounters(Collector):
                                       "caches after a job left it above SCREENSHOT_CHROMIUM_MEMORY_MB, all workers.")
         reliefs.add_metric([], self.snapshot.get("browser_memory_reliefs", 0))
         yield reliefs
+        storage = CounterMetricFamily("screenshot_storage_failures", "Calls of the workers to the result store (and "
+                                      "store=true uploads) that failed, by reason (timeout: no answer within "
+                                      "SCREENSHOT_STORAGE_TIMEOUT; error: refused or unreachable); retried: "
+                                      "async jobs' tries again.", labels=["reason"])
+        for reason, field in (("timeout", "storage_timeouts"), ("error", "storage_errors"),
+                              ("retried", "storage_retries")):
+            storage.add_metric([reason], self.snapshot.get(field, 0))
+        yield storage
         webhooks = CounterMetricFamily("screenshot_webhook_deliveries", "Webhook delivery attempts by outcome "
                                        "(delivered, failed_attempt, given_up).", labels=["outcome"])
         for outcome, field in (("delivered", "webhook_delivered"), ("failed_attempt", "webhook_failed_attempts"),
