@@ -43,8 +43,31 @@ def cmd_mcp(args: argparse.Namespace, default_api: Callable[[], str]) -> int:
               "(Authorization: Bearer <key>).", file=sys.stderr)
         return 2
     key = (args.access_key or os.environ.get("SCREENSHOT_ACCESS_KEY")) if args.transport == "stdio" else None
-    serve(api, key, args.transport, args.host, args.port, _listed(args.allowed_hosts), _listed(args.allowed_origins))
+    hosts, origins = _listed(args.allowed_hosts), _listed(args.allowed_origins)
+    if args.transport == "http" and (problem := unusable(hosts, origins, args.port)):
+        print(f"screenshot-service mcp: {problem}", file=sys.stderr)
+        return 2
+    serve(api, key, args.transport, args.host, args.port, hosts, origins)
     return 0
+
+
+def unusable(hosts: list[str], origins: list[str], port: int) -> str | None:
+    """Why allowed hosts or origins could only refuse every request, and what to write instead; None if they can
+    match. A Host header names the port unless it is 80, an Origin its scheme."""
+    for host in hosts:
+        name, _, after = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not name or not after or (after != "*" and not after.isdigit()):
+            if port == 80 and not host.endswith(":"):
+                continue  # clients of port 80 send the bare name
+            bare = host.rstrip(":")
+            return (f"--allowed-hosts (SCREENSHOT_MCP_ALLOWED_HOSTS): {host!r} names no port, and a client's Host "
+                    f"header does: write {bare}:{port} (this server's port) or {bare}:* (any port).")
+    for origin in origins:
+        if not origin.startswith(("http://", "https://")) or origin.endswith("/"):
+            bare = origin.split("://", 1)[-1].rstrip("/")
+            return (f"--allowed-origins (SCREENSHOT_MCP_ALLOWED_ORIGINS): {origin!r} is not an Origin header as a "
+                    f"browser sends it (scheme, host, port if any; no path): write http://{bare} or https://{bare}.")
+    return None
 
 
 def _listed(value: str) -> list[str]:

@@ -62,3 +62,22 @@ def test_a_certify_key_file_that_is_not_an_ed25519_key_stops_start_up(tmp_path: 
     for path, fragment in ((other, "must be an Ed25519 key"), (tmp_path / "missing.pem", "cannot read")):
         with pytest.raises(ValueError, match=fragment):
             RenderSettings(certify_key_file=str(path))
+
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("SCREENSHOT_MCP_ALLOWED_HOSTS", "127.0.0.1", "write 127.0.0.1:8765 (this server's port) or 127.0.0.1:*"),
+    ("SCREENSHOT_MCP_ALLOWED_HOSTS", "agents.internal:8765, [::1]", "write [::1]:8765"),
+    ("SCREENSHOT_MCP_ALLOWED_ORIGINS", "agents.internal", "write http://agents.internal or https://"),
+])
+def test_mcp_hosts_and_origins_that_could_only_refuse_stop_start_up(variable: str, value: str,
+                                                                   expected: str) -> None:
+    """`--allowed-hosts 127.0.0.1`, as one would type it, made every request 421 with nothing said: a Host header
+    names its port. It is refused at start, saying what to write."""
+    env = {name: v for name, v in os.environ.items() if not name.startswith("SCREENSHOT_")}
+    env.update({variable: value, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-m", "service.cli", "mcp", "--transport", "http", "--port", "8765",
+                           "--api", "http://127.0.0.1:9"], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and variable in lines[0] and expected in lines[0], done.stderr
