@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -41,6 +41,13 @@ class StorageSettings(BaseSettings):
         "S3 backend: path-style addressing (`endpoint/bucket/key`), which most self-hosted stores need."))
     cdn_base_url: str = Field("", description=(
         "Base URL of a CDN in front of the bucket: cache URLs become this + the object key (`cache/...`)."))
+
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> StorageSettings:
+        if self.storage_backend == "s3" and not self.s3_bucket:
+            raise ValueError("SCREENSHOT_STORAGE_BACKEND=s3 needs SCREENSHOT_S3_BUCKET, the bucket (it must exist); "
+                             "or set SCREENSHOT_STORAGE_BACKEND=local")
+        return self
 
     @property
     def local_dir(self) -> Path:

@@ -23,6 +23,7 @@ CASES = [
     ("SCREENSHOT_PORT", "80000", "less than or equal to 65535"),
     ("SCREENSHOT_REGIONS", "Europe West", "is not a region label"),
     ("SCREENSHOT_MAX_QUEUE", "many", "valid integer"),
+    ("SCREENSHOT_STORAGE_BACKEND", "s3", "needs SCREENSHOT_S3_BUCKET"),
 ]
 
 
