@@ -61,7 +61,8 @@ def parse_body(body: bytes) -> dict[str, Any]:
     try:
         data = json_text.loads(body, parse_int=JsonNumber, parse_float=JsonNumber)
     except json_text.NotJson as error:
-        raise RequestNotValid(f"The body is refused: it {error}.", [ErrorDetail("body", str(error))]) from None
+        field = error.member or "body"
+        raise RequestNotValid(f"The body is refused: {field} {error}.", [ErrorDetail(field, str(error))]) from None
     except (ValueError, UnicodeDecodeError) as error:
         raise RequestNotValid("The body is not valid JSON.",
                               [ErrorDetail("body", f"not valid JSON: {error}")]) from None

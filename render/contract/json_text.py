@@ -22,7 +22,12 @@ _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
 class NotJson(ValueError):
-    """Why a text is refused, in words for the caller (the field it was sent as comes first)."""
+    """Why a text is refused, in words for the caller; `member`: the object's member whose value is at fault,
+    when that is known (the text's own field, else)."""
+
+    def __init__(self, message: str, member: str | None = None) -> None:
+        super().__init__(message)
+        self.member = member
 
 
 def nesting(text: str | bytes) -> int:
@@ -38,6 +43,38 @@ def nesting(text: str | bytes) -> int:
         else:
             depth -= 1
     return deepest
+
+
+def _deep_member(data: bytes) -> str | None:
+    """The member of a top-level object whose value nests past MOST_NESTING, read byte by byte (only for a text
+    already found too deep); None when the text is no object."""
+    level, in_string, escaped, start = 0, False, False, 0
+    last: bytes | None = None
+    member: bytes | None = None
+    for at, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # the closing quote
+                in_string, last = False, data[start:at]
+        elif byte == 0x22:
+            in_string, start = True, at + 1
+        elif byte == 0x3A and level == 1:  # a colon in the top-level object: the string before it names the member
+            member = last
+        elif byte in _OPENING:
+            level += 1
+            if level > MOST_NESTING:
+                if member is None or data.lstrip()[:1] != b"{":
+                    return None
+                try:
+                    return str(json.loads(b'"' + member + b'"'))
+                except ValueError:
+                    return member.decode("utf-8", "replace")
+        elif byte in b"]}":
+            level -= 1
+    return None
 
 
 def depth(value: Any) -> int:
@@ -68,7 +105,7 @@ def loads(text: str | bytes, *, parse_int: Callable[[str], Any] = integer,
     by `integer`; what is not JSON raises json's own ValueError."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if data.count(b"[") + data.count(b"{") > MOST_NESTING and nesting(data) > MOST_NESTING:
-        raise NotJson(f"nests deeper than {MOST_NESTING} levels of arrays and objects")
+        raise NotJson(f"nests deeper than {MOST_NESTING} levels of arrays and objects", _deep_member(data))
     value = json.loads(text, parse_int=parse_int, parse_float=parse_float, parse_constant=_no_constant)
     if _SURROGATE.search(data) and not _unicode(value):
         raise NotJson("holds a lone surrogate (an escape such as \\ud800 that is half of a pair), which is not a "

@@ -81,6 +81,10 @@ class FaultyProxy:
             server.close()
             for writer in self._stalled:
                 writer.close()
+            self._loop.run_until_complete(server.wait_closed())
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self._loop), return_exceptions=True))
 
     @contextlib.contextmanager
     def running(self) -> Iterator[FaultyProxy]:
@@ -92,3 +96,4 @@ class FaultyProxy:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(10)
+            self._loop.close()
