@@ -36,7 +36,7 @@ NOT_FOR_RECORDINGS = frozenset({
     "metadata_fonts", "metadata_content", "metadata_content_format", "markdown_content",
     "metadata_http_response_status_code",
     "metadata_http_response_headers", "metadata_accessibility", "metadata_console", "metadata_quality",
-    "metadata_timings", "certify", "har", "har_content", "vision_provider_api_key",
+    "metadata_timings", "certify", "har", "har_content", "archive", "vision_provider_api_key",
     "vision_prompt", "vision_max_tokens", "vision_response_schema",
     "watermark", "watermark_image_url", "watermark_opacity", "blur",
 })

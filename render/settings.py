@@ -11,6 +11,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -197,6 +198,19 @@ class RenderSettings(BaseSettings):
                 raise ValueError("the key must be an Ed25519 key (openssl genpkey -algorithm ed25519)")
         return value
 
+    @field_validator("archive_key_file")
+    @classmethod
+    def _archive_key_file(cls, value: str) -> str:
+        if value:
+            try:
+                key = serialization.load_pem_private_key(Path(value).read_bytes(), password=None)
+            except (OSError, ValueError, TypeError) as error:
+                raise ValueError(f"cannot read an unencrypted PKCS#8 PEM private key from it ({error})") from None
+            if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp384r1":
+                raise ValueError("the key must be an ECDSA P-384 key (openssl genpkey -algorithm EC -pkeyopt "
+                                 "ec_paramgen_curve:P-384)")
+        return value
+
     @field_validator("resolve_overrides")
     @classmethod
     def _resolve_overrides(cls, value: str) -> str:
@@ -260,6 +274,17 @@ class RenderSettings(BaseSettings):
         25 * 1024 * 1024, ge=64 * 1024, description=(
         "Largest HAR file of `har=true`, in bytes (at least 65536): past it the bodies of `har_content=embed` are "
         "left out, largest first, then the latest entries; the HAR's comment says what was left out."))
+    archive_max_bytes: int = Field(
+        50 * 1024 * 1024, ge=64 * 1024, description=(
+        "Most bytes of bodies in the web archive of `archive=true` (at least 65536): past it bodies are left out, "
+        "largest first, their records marked `WARC-Truncated`, and the answer's `x-service-archive-truncated` says "
+        "how many."))
+    archive_key_file: str = Field(
+        "", json_schema_extra={"shown_default": "none: generated once, kept in Redis"}, description=(
+        "ECDSA P-384 private key (PKCS#8 PEM, unencrypted) that signs the WACZ of `archive=true`; every API and "
+        "worker reads the same file. Unset: the first process that needs one makes it and keeps it in Redis "
+        "(`config:archive_key`). `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out archive.pem` "
+        "makes one; `GET /v1/screenshot/archive/public-key` publishes its public half."))
     certify_key_file: str = Field(
         "", json_schema_extra={"shown_default": "none: generated once, kept in Redis"}, description=(
         "Ed25519 private key (PKCS#8 PEM, unencrypted) that `certify=true` signs with; every API and worker reads "

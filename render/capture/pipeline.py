@@ -10,7 +10,8 @@ from typing import Any
 from playwright.async_api import Response
 
 from render.browser.tabs import Tab
-from render.capture import findings, fullpage, loading
+from render.capture import archiving, findings, fullpage, loading
+from render.capture.archiving import ArchiveMaterial
 from render.capture.pdf import print_pdf
 from render.capture.regions import Region, region_for, scroll_into_view
 from render.capture.screenshot import screenshot
@@ -25,7 +26,8 @@ from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy, check_url
 from render.output import effects, imaging, metadata
 from render.output.accessibility import aria_snapshot
-from render.page import har, motion, preparation, quality, request_context, reveal
+from render.page import archive, har, motion, preparation, quality, request_context, reveal
+from render.page.archive import ArchiveRecorder
 from render.page.blocking import FilterLists
 from render.page.consent import RuleSet, consent_rule_set
 from render.page.emulation import emulate, emulate_page
@@ -55,6 +57,7 @@ class Output:
     slices: list[imaging.Slice] = field(default_factory=list)  # full_page_slices, cut from the final image
     timings: Stopwatch = field(default_factory=Stopwatch)  # where the capture's time went
     provenance: Provenance | None = None  # what the page was, for certify
+    archive: ArchiveMaterial | None = None  # archive=true: packed and signed by the worker (render.worker.finishing)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class LoadedPage:
     watch: PageWatch | None = None
     har: HarRecorder | None = None
     pending: PendingRequests | None = None
+    archive: ArchiveRecorder | None = None
 
 
 async def capture(options: TakeOptions, tab: Tab, env: Environment, deadline: float) -> Output:
@@ -126,6 +130,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     page_watch = watch(tab, options, time.monotonic(), lambda host: next(
         (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
     recorder = har.record(tab, options, env.settings.har_max_bytes)
+    archiving = archive.record(tab, options)
     pending = quality.watch_pending(tab) if options.metadata_quality else None
     response = await loading.load(tab, options, env.egress, deadline, clock)
     with clock.stage("preparation"):
@@ -145,7 +150,7 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
         failed_requests.check(options)
         if page_watch is not None:
             page_watch.check(options)
-    return LoadedPage(response, picture, clock, page_watch, recorder, pending)
+    return LoadedPage(response, picture, clock, page_watch, recorder, pending, archiving)
 
 
 async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tuple[TakeOptions, bytes | None]:
@@ -186,6 +191,9 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             output.metadata, output.artefacts = await findings.collect(
                 options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har,
                 still_pending)
+    if loaded.archive is not None:
+        with clock.stage("metadata"):
+            output.archive = await archiving.material(options, tab, loaded.archive, output.body)
     if blank is not None and "quality" not in output.metadata:  # said even when metadata_quality was not asked
         output.metadata["quality"] = quality.report({"blank": blank})
     if len(output.body) > settings.max_result_bytes:

@@ -68,6 +68,8 @@ def take_problems(options: Any) -> list[ErrorDetail]:
                                     f"({options.full_page_slice_height})"))
     if options.har_content != "omit" and not options.har:
         problems.append(ErrorDetail("har_content", "needs har=true"))
+    if options.archive and options.format not in IMAGE_FORMATS and options.format != "pdf":
+        problems.append(ErrorDetail("archive", f"applies to image and PDF formats, not {options.format}"))
     if options.omit_background and options.format not in ("png", "webp"):
         problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
     return problems

@@ -94,6 +94,10 @@ def media_types(kind: Kind) -> list[str]:
     return [first, *sorted({f.bare_media_type for f in formats} - {first})]
 
 
+# Files stored beside a result that are no output format, by extension.
+ARTEFACT_MEDIA_TYPES = {"wacz": "application/wacz"}  # archive=true's web archive (render/output/wacz.py)
+
+
 def register_media_types() -> None:
     """Teach Python's `mimetypes` every format's extension (`.md`, `.avif`, `.jp2`, ...): a backend that knows an
     object only by its key (local storage) names its content type from the registry, not from a table of its own."""
@@ -101,3 +105,5 @@ def register_media_types() -> None:
 
     for fmt in FORMATS.values():
         mimetypes.add_type(fmt.media_type, f".{fmt.extension}")
+    for extension, media_type in ARTEFACT_MEDIA_TYPES.items():
+        mimetypes.add_type(media_type, f".{extension}")

@@ -294,6 +294,12 @@ class TakeOptions(PageParameters):
     har_content: Literal["omit", "embed"] = param("omit", "Evidence", "embed: the answers' bodies in the HAR "
                                                   "too (text as it is, the rest base64), largest left out first "
                                                   "when it would pass the size bound.")
+    archive: Bool = param(False, "Evidence", "The page as it was loaded for this capture, as a signed web archive "
+                          "(WACZ 1.1.1: every request and answer as WARC records, the screenshot, an index and a page "
+                          "list) that ReplayWeb.page and pywb replay, stored beside the result: archive.url, "
+                          "x-service-archive-url. Image and PDF formats. Your cookies, authorization, headers and "
+                          "credentials show as [redacted]; at most SCREENSHOT_ARCHIVE_MAX_BYTES of bodies "
+                          "(x-service-archive-truncated says how many were left out).")
     certify: Bool = param(False, "Evidence", "A manifest of the capture (every artefact's SHA-256, the options "
                           "without secrets, URLs, status, UTC times, versions) signed with the service's Ed25519 "
                           "key: certificate.url, x-service-certificate-url; `screenshot-service verify` checks it.")

@@ -207,13 +207,13 @@ class HarRecorder:
 
     async def _entry(self, request: Request) -> dict[str, Any]:
         ended = request in self._ended
-        headers = await _quietly(request.headers_array(), [])
-        response = await _quietly(request.response(), None) if ended else None
+        headers = await quietly(request.headers_array(), [])
+        response = await quietly(request.response(), None) if ended else None
         timing: dict[str, float] = dict(request.timing)  # type: ignore[arg-type]  # a TypedDict of floats
         started = timing.get("startTime", -1)
         timings = har_timings(timing) if response is not None else {
             "blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 0, "receive": 0}
-        sizes = await _quietly(request.sizes(), {}) if response is not None else {}
+        sizes = await quietly(request.sizes(), {}) if response is not None else {}
         cookie_header = next((h["value"] for h in headers if h["name"].lower() == "cookie"), None)
         parts = urlsplit(request.url)
         entry: dict[str, Any] = {
@@ -222,7 +222,7 @@ class HarRecorder:
             "time": round(sum(value for value in timings.values() if value > 0), 3),
             "request": {
                 "method": request.method, "url": request.url,
-                "httpVersion": await _quietly(response.http_version(), "") if response is not None else "",
+                "httpVersion": await quietly(response.http_version(), "") if response is not None else "",
                 "cookies": self._cookies(cookie_header), "headers": self._headers(headers, sent=True),
                 "queryString": [{"name": k, "value": v} for k, v in parse_qsl(parts.query, keep_blank_values=True)],
                 "headersSize": sizes.get("requestHeadersSize", -1),
@@ -245,11 +245,11 @@ class HarRecorder:
             return {"status": 0, "statusText": "", "httpVersion": "", "cookies": [], "headers": [],
                     "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1, "bodySize": -1,
                     "_error": failure or "no answer before the capture"}
-        headers = await _quietly(response.headers_array(), [])
+        headers = await quietly(response.headers_array(), [])
         mime = next((h["value"] for h in headers if h["name"].lower() == "content-type"), "")
         content: dict[str, Any] = {"size": sizes.get("responseBodySize", 0), "mimeType": mime}
         if self._embed and not 300 <= response.status < 400:
-            body = await _quietly(response.body(), None)
+            body = await quietly(response.body(), None)
             if body is not None:
                 content["size"] = len(body)
                 if mime.split(";")[0].strip().lower().startswith(TEXT_TYPES):
@@ -259,13 +259,13 @@ class HarRecorder:
                 else:
                     content["text"], content["encoding"] = base64.b64encode(body).decode(), "base64"
         return {"status": response.status, "statusText": response.status_text,
-                "httpVersion": await _quietly(response.http_version(), ""),
+                "httpVersion": await quietly(response.http_version(), ""),
                 "cookies": [], "headers": self._headers(headers, sent=False), "content": content,
                 "redirectURL": next((h["value"] for h in headers if h["name"].lower() == "location"), ""),
                 "headersSize": sizes.get("responseHeadersSize", -1), "bodySize": sizes.get("responseBodySize", -1)}
 
 
-async def _quietly(call: Any, fallback: Any) -> Any:
+async def quietly(call: Any, fallback: Any) -> Any:
     """What a Playwright call answers, or `fallback` when the request or page is gone (or it takes too long)."""
     try:
         return await asyncio.wait_for(call, 5)

@@ -107,6 +107,7 @@ def alive_key(worker: str) -> str:
 ORGS_KEY = "orgs"
 URL_SECRET_KEY = "config:url_signing_secret"  # the generated secret of local storage links
 CERTIFY_KEY = "config:certify_key"  # the generated Ed25519 key of certified captures (PKCS#8 PEM)
+ARCHIVE_KEY = "config:archive_key"  # the generated ECDSA P-384 key that signs archive=true's WACZ (PKCS#8 PEM)
 
 
 def org_key(org_id: str) -> str:

@@ -14,8 +14,10 @@ from typing import TypeVar
 
 import orjson
 import redis
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from render.capture import archiving
 from render.capture.pipeline import Output
 from render.contract import certificates, sealing
 from render.contract.errors import ErrorDetail, NameNotResolved, RequestNotValid, StorageAccessDenied
@@ -24,6 +26,7 @@ from render.contract.options import VISION_FIELDS, TakeOptions
 from render.contract.wire import Capture, JobRequest, JobResult, Recorded, StoredCopy, StoredSlice
 from render.net.policy import AddressNotAllowed, NetworkPolicy
 from render.output import imaging, vision
+from render.queue.archive_key import NoArchiveKey, archive_key
 from render.queue.certify_key import NoCertifyKey, certify_key
 from render.settings import SERVICE_VERSION, RenderSettings
 from storage import Bounded, StorageError, object_key
@@ -53,6 +56,7 @@ class Finisher:
         self.loop = loop  # the browser's loop, where the policy resolves names
         self.egress_url = egress_url  # uploads go through the egress proxy too
         self._certify_key: Ed25519PrivateKey | None = None  # loaded on the first certify=true
+        self._archive_key: ec.EllipticCurvePrivateKey | None = None  # loaded on the first archive=true
 
     def result(self, job: JobRequest, capture: Capture, options: TakeOptions, output: Output, started: float,
                acquire_seconds: float = 0.0) -> JobResult:
@@ -71,6 +75,9 @@ class Finisher:
         if options.vision_provider_api_key is not None:
             with clock.stage("metadata"):
                 result.vision_completion = self._ask_vision(job, options, output)
+        if output.archive is not None:
+            with clock.stage("metadata"):
+                archiving.pack_into(output, self._archive_key_now(), self.settings.archive_max_bytes)
         with clock.stage("store"):
             for name, (body, extension, content_type) in output.artefacts.items():
                 result.artefacts[name] = self._put(
@@ -85,6 +92,15 @@ class Finisher:
                 result.artefacts["certificate"] = self._certify(job, options, output, result, started)
         result.timings = clock.report()
         return result
+
+    def _archive_key_now(self) -> ec.EllipticCurvePrivateKey:
+        """The service's archive key (archive=true), loaded on first use."""
+        if self._archive_key is None:
+            try:
+                self._archive_key = archive_key(self.settings.archive_key_file, self.redis)
+            except NoArchiveKey as error:
+                raise RequestNotValid(f"archive: {error}.", [ErrorDetail("archive", "no key to sign with")]) from None
+        return self._archive_key
 
     def _certify(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult,
                  started: float) -> str:

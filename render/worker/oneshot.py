@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 
 from render.browser.pool import TabPool
+from render.capture import archiving
 from render.capture.pipeline import Environment, Output, capture
 from render.contract.options import TakeOptions
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
+from render.queue.archive_key import archive_key
 from render.settings import RenderSettings
 
 
@@ -22,9 +24,12 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
         tab = await tabs.acquire()
         try:
             env = Environment(settings, policy, tabs.chrome_version, egress)
-            return await capture(options, tab, env, time.monotonic() + options.timeout)
+            output = await capture(options, tab, env, time.monotonic() + options.timeout)
         finally:
             await tab.close()
+        if output.archive is not None:  # signed with SCREENSHOT_ARCHIVE_KEY_FILE's key: no Redis to keep one in
+            archiving.pack_into(output, archive_key(settings.archive_key_file, None), settings.archive_max_bytes)
+        return output
     finally:
         await tabs.close()
         await egress.close()

@@ -211,7 +211,7 @@ def _components(bulk_max: int) -> dict[str, Any]:
                                         "description": "What metadata_* asked for (docs/using.md, What happened on "
                                                        "the page): console, timings, accessibility, ..."},
                            **{name: {"$ref": "#/components/schemas/StoredLink"}
-                              for name in ("content", "accessibility", "certificate")}}},
+                              for name in ("content", "accessibility", "certificate", "har", "archive")}}},
         "StoredLink": {"type": "object", "title": "StoredLink", "required": ["url", "expires"],
                        "description": "An artefact stored beside the result, through its signed, expiring link.",
                        "properties": {"url": text, "expires": text}},
@@ -221,6 +221,11 @@ def _components(bulk_max: int) -> dict[str, Any]:
                       "properties": {"algorithm": {"type": "string", "const": "Ed25519"}, "key_id": text,
                                      "public_key": {"type": "string", "description": "Its 32 bytes, base64."},
                                      "pem": text}},
+        "ArchivePublicKey": {
+            "type": "object", "title": "ArchivePublicKey", "required": ["algorithm", "public_key"],
+            "description": "The key the web archives of archive=true are signed with, as a WACZ's signedData holds it.",
+            "properties": {"algorithm": {"type": "string", "const": "ECDSA P-384 SHA-256"},
+                           "public_key": {"type": "string", "description": "Its SubjectPublicKeyInfo (DER), base64."}}},
         "Health": {"type": "object", "title": "Health", "required": ["status"], "properties": {
             "status": {"type": "string", "enum": ["ok", "unavailable"]}, "redis": {"type": "boolean"},
             "workers": number}},

@@ -12,9 +12,18 @@ from typing import Any
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check a certify=true certificate and the files said to be of it, offline: 0 when the signature holds and
-    every file is an artefact of the capture byte for byte, 1 when not (saying what), 2 for unreadable input."""
+    """Check a certify=true certificate and the files said to be of it, or an archive=true WACZ, offline: 0 when
+    the signature holds and every file is what it says byte for byte, 1 when not (saying what), 2 for unreadable
+    input."""
     from render.contract.certificates import CertificateInvalid, check, parse_public_key
+
+    try:
+        head = Path(args.certificate).read_bytes()[:4]
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if head.startswith(b"PK"):
+        return _verify_archive(args)
 
     try:
         certificate = json.loads(Path(args.certificate).read_bytes())
@@ -43,15 +52,37 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_archive(args: argparse.Namespace) -> int:
+    """An archive=true WACZ: every file's hash, the package's, and the signature (by --public-key when given)."""
+    from render.contract.archives import verify
+
+    key = args.public_key
+    if key and Path(key).is_file():
+        key = Path(key).read_text().strip()
+    problems = verify(Path(args.certificate).read_bytes(), key or None)
+    for problem in problems:
+        print(f"FAILED: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print("Archive valid: every file is the one listed, and the signature holds" + (
+        " (the pinned key)" if key else " (not pinned: pass --public-key with the key of "
+                                        "GET /v1/screenshot/archive/public-key to require the service's)"))
+    return 0
+
+
 def add_verify_command(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
     """The `verify` command, among `commands`."""
-    verify = command(commands, "verify", "check a certify=true certificate and files of its capture, offline: "
-                     "verify CERTIFICATE [FILE ...] [--public-key KEY]",
+    verify = command(commands, "verify", "check a certify=true certificate and files of its capture, or an "
+                     "archive=true WACZ, offline: verify CERTIFICATE [FILE ...] | verify ARCHIVE.wacz "
+                     "[--public-key KEY]",
                      description="Check a certificate of certify=true offline: its Ed25519 signature over the "
-                     "manifest, and that each FILE is one of the capture's artefacts byte for byte (by SHA-256). "
+                     "manifest, and that each FILE is one of the capture's artefacts byte for byte (by SHA-256); "
+                     "or a WACZ of archive=true: every file's SHA-256 and its ECDSA P-384 signature. "
                      "Exits 0 when all holds, 1 naming what does not (a changed byte anywhere), 2 for input it "
                      "cannot read.")
-    verify.add_argument("certificate", help="the certificate's JSON (certificate.url, x-service-certificate-url)")
+    verify.add_argument("certificate", help="the certificate's JSON (certificate.url, x-service-certificate-url), "
+                        "or the WACZ of archive=true (archive.url)")
     verify.add_argument("files", nargs="*", help="files returned by the capture: the output, its content, ...")
     verify.add_argument("--public-key", help="require this signer: base64 of the key, its PEM, or a file holding "
-                        "either (GET /v1/screenshot/certify/public-key gives both)")
+                        "either (GET /v1/screenshot/certify/public-key gives both; for a WACZ, base64 SPKI: GET "
+                        "/v1/screenshot/archive/public-key)")

@@ -35,7 +35,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from render.contract.formats import FORMATS
+from render.contract.formats import ARTEFACT_MEDIA_TYPES, FORMATS
 from render.settings import SERVICE_VERSION
 from service.api_answers import refusal
 from service.options_schema import options_schema
@@ -135,6 +135,10 @@ async def shown(client: ApiClient, answer: dict[str, Any], media_type: str) -> l
     if url:
         content.append(link(url, f"{answer.get('reference') or 'result'}.{answer.get('format') or 'out'}",
                             media_type, size or None))
+    archived = answer.get("archive")
+    if isinstance(archived, dict) and archived.get("url"):  # archive=true: the page as a web archive
+        content.append(link(archived["url"], f"{answer.get('reference') or 'result'}.wacz",
+                            ARTEFACT_MEDIA_TYPES["wacz"]))
     content.append(types.TextContent(type="text", text=json.dumps(facts, indent=1)))
     return content
 

@@ -1,0 +1,111 @@
+"""The page's traffic kept for its web archive (`archive=true`, render/output/wacz.py): every request of the job's
+page that was answered, with its headers, its POST body, its answer's status, headers and decoded body.
+
+Recorded from the page's own request events, attached before the navigation and switched off when the job's tab
+is released (`Tab.helpers`), so a kept page records nothing of another job; a request the network policy refused
+was never answered and is not kept. What the caller sent as secrets (`cookies`, `authorization`, `headers`, a user
+and password in the url or `proxy`) is replaced by `[redacted]` wherever it shows, in every form HAR's recorder
+searches for (render/page/har.py). WebSocket, EventSource and beacon traffic is not recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from playwright.async_api import Page, Request
+
+from render.browser.tabs import Tab
+from render.contract.archives import Exchange
+from render.contract.options import TakeOptions
+from render.page.har import MAX_ENTRIES, REDACTED, caller_secrets, quietly, secret_forms
+
+HELPER = "archive"
+_UNRECORDED_TYPES = ("websocket", "eventsource", "ping")  # the streams and beacons a WARC of this kind leaves out
+
+
+class ArchiveRecorder:
+    """Every answered request of one job's page, made into exchanges when the capture is done."""
+
+    def __init__(self, page: Page, options: TakeOptions) -> None:
+        self._page = page
+        self._secret_headers, self._secret_cookies, secrets = caller_secrets(options)
+        self._forms = sorted({form.encode() for secret in secrets for form in secret_forms(secret)}, key=len,
+                             reverse=True)
+        self._requests: list[tuple[Request, datetime]] = []
+        self._finished: set[Request] = set()
+        self.unrecorded = 0
+        self._listening = [("request", self._on_request), ("requestfinished", self._on_finished)]
+        for event, handler in self._listening:
+            page.on(event, handler)  # type: ignore[call-overload]
+
+    def switch_off(self) -> None:
+        """Stop recording (the page may serve another job); may be called more than once."""
+        for event, handler in self._listening:
+            self._page.remove_listener(event, handler)
+        self._listening = []
+
+    def _on_request(self, request: Request) -> None:
+        if request.resource_type in _UNRECORDED_TYPES:
+            return
+        if len(self._requests) < MAX_ENTRIES:
+            self._requests.append((request, datetime.now(UTC)))
+        else:
+            self.unrecorded += 1
+
+    def _on_finished(self, request: Request) -> None:
+        self._finished.add(request)
+
+    async def exchanges(self) -> list[Exchange]:
+        """What the page requested and was answered so far, secrets redacted, in the order it asked."""
+        self.switch_off()
+        found = await asyncio.gather(*(self._exchange(request, when) for request, when in self._requests))
+        return [exchange for exchange in found if exchange is not None]
+
+    def _clean(self, data: bytes) -> bytes:
+        for form in self._forms:
+            data = data.replace(form, REDACTED.encode())
+        return data
+
+    def _text(self, text: str) -> str:
+        return self._clean(text.encode()).decode("utf-8", "replace")
+
+    def _sent(self, headers: list[dict[str, str]]) -> list[tuple[str, str]]:
+        kept = []
+        for header in headers:
+            name, value = header["name"], header["value"]
+            if name.startswith(":"):
+                continue  # HTTP/2's pseudo-headers: the request line says them
+            if name.lower() in self._secret_headers:
+                value = REDACTED
+            elif name.lower() == "cookie":
+                value = "; ".join(f"{k}={REDACTED}" if k in self._secret_cookies else f"{k}={v}"
+                                  for k, _, v in (part.strip().partition("=") for part in value.split(";")))
+            kept.append((name, self._text(value)))
+        return kept
+
+    async def _exchange(self, request: Request, when: datetime) -> Exchange | None:
+        response = await quietly(request.response(), None)
+        if response is None:
+            return None  # refused, failed or not answered before the capture: nothing to replay
+        redirect = 300 <= response.status < 400
+        body = b""
+        if not redirect and request in self._finished:
+            body = await quietly(response.body(), None) or b""
+        headers = await quietly(request.headers_array(), [])
+        answered = await quietly(response.headers_array(), [])
+        return Exchange(
+            url=self._text(request.url), method=request.method, request_headers=self._sent(headers),
+            request_body=self._clean(request.post_data_buffer) if request.post_data_buffer is not None else None,
+            status=response.status, reason=response.status_text,
+            response_headers=[(h["name"], self._text(h["value"])) for h in answered if not h["name"].startswith(":")],
+            body=self._clean(body), when=when)
+
+
+def record(tab: Tab, options: TakeOptions) -> ArchiveRecorder | None:
+    """A recorder on the job's page when `archive` asks for one, switched off when the job's tab is released."""
+    if not options.archive:
+        return None
+    recorder = ArchiveRecorder(tab.page, options)
+    tab.attach(HELPER, recorder)
+    return recorder

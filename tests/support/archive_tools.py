@@ -1,0 +1,35 @@
+"""The web-archiving field's own tools, to check the WACZ files this service makes against: py-wacz (`wacz
+validate`), warcio (`warcio check`) and cdxj-indexer, pinned, in a virtualenv of their own under var/ made on first
+use. cdxj-indexer needs `surt`, which is AGPL-licensed: they run as separate processes at test time and are never
+part of the product."""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.servers import ROOT
+
+PINNED = ("wacz==0.6.0", "warcio==1.8.1", "cdxj-indexer==1.5.0", "setuptools<81")  # pkg_resources: py-wacz's
+VENV = ROOT / "var" / "archive-tools"
+
+
+def archive_tools() -> Path:
+    """The tools' bin directory, the virtualenv made (once, under a lock: xdist's workers share it) if missing."""
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    stamp = VENV / "pinned.txt"
+    with (VENV.parent / "archive-tools.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != "\n".join(PINNED):
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
+            subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+                            *PINNED], check=True)
+            stamp.write_text("\n".join(PINNED))
+    return VENV / "bin"
+
+
+def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(archive_tools() / tool), *args], capture_output=True, text=True, timeout=300,
+                          check=False)
