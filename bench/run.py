@@ -7,7 +7,8 @@ over HTTP. The floor is the fastest a capture can be here: one warm page, `goto`
 `Page.captureScreenshot`. The three run side by side and take their shots in alternating blocks, so a
 shared machine's slow moments fall on all of them. Scenarios: the simple page (PNG, JPEG,
 WebP), a heavy page (3 MB of images and fonts), full-page captures of 10,000 to 40,000 px pages, the
-simple page with 4 clients in parallel, a page with ads with and without `block_ads`, a cache hit, fairness
+simple page with 4 clients in parallel, a page with ads with and without `block_ads`, archive=true against the same
+page without it, a cache hit, fairness
 (a quiet organisation's captures behind another's backlog: bench/fairness.py) and a 5 s scroll recording.
 Prints p50/p95 latency and shots/s for each, the ratios, the time the service spends outside the worker, and
 the worker's memory (Python + Chromium) under load; draws bench/latest.svg.
@@ -183,6 +184,11 @@ SCENARIOS = [
     Scenario("consent banner page, block_cookie_banners", "/consent/vanilla-bar.html",
              service_params=(("block_cookie_banners", "true"),), plain=False,
              against="consent banner page (vanilla-cookieconsent)"),
+    # The cost of archive=true (the page's traffic packed and signed as a WACZ, stored beside the image).
+    Scenario("simple page, archive", "/bench/simple.html", service_params=(("archive", "true"),), plain=False,
+             against=SIMPLE.name),
+    Scenario("heavy page, archive", "/bench/heavy.html", service_params=(("archive", "true"),), plain=False,
+             against="heavy page (3 MB images and fonts)"),
 ]
 MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8", "webp": b"RIFF"}
 
@@ -582,6 +588,9 @@ def main() -> None:
                        ("with one", "consent banner page, block_cookie_banners")):
         with_option, without = option(name)
         print(f"block_cookie_banners on a page {page}: {(with_option - without) * 1000:+.0f} ms p50")
+    for page, name in (("simple", "simple page, archive"), ("heavy", "heavy page, archive")):
+        with_option, without = option(name)
+        print(f"archive=true / without on the {page} page: {with_option / without:.2f}x p50")
     fair: dict[str, float] = stats["fairness"]  # type: ignore[assignment]
     print(f"fairness: a quiet organisation's p50 behind another's backlog of {BACKLOG_PER_WORKER}x the fleet "
           f"({fair['behind_p50'] * 1000:.0f} ms) / alone ({fair['alone_p50'] * 1000:.0f} ms): "
