@@ -6,7 +6,8 @@ signed the way ReplayWeb.page verifies an anonymous signature.
   and the `request` record that goes with it, each gzipped on its own; bodies decoded, so `Content-Encoding` and
   `Transfer-Encoding` are kept renamed (`X-Archive-Orig-...`) and `Content-Length` is the decoded length; the
   capture's screenshots as `resource` records (`urn:view:<url>`, `urn:fullPage:<url>`).
-- `indexes/index.cdxj` (render/output/cdxj.py), `pages/pages.jsonl` (the page: url, ts, title).
+- `indexes/index.cdx` (render/output/cdxj.py): CDXJ lines under the name py-wacz writes and pywb's `wb-manager`
+  looks for (it skips `.cdxj`). `pages/pages.jsonl`: the page (url, ts, title).
 - `datapackage.json` (every other file with its sha256 and size, the main page, the software) and
   `datapackage-digest.json` (its hash and `signedData`: ECDSA P-384 with SHA-256 over the text `sha256:<hex>`, the
   signature as raw r||s in base64, the public key as base64 SPKI).
@@ -194,7 +195,7 @@ def package(exchanges: list[Exchange], page: Page, views: list[View], *, softwar
         {"id": hashlib.sha256(page.url.encode()).hexdigest()[:16], "url": page.url, "ts": _iso(page.when),
          "title": page.title})) + "\n"
     files: dict[str, bytes] = {f"archive/{WARC_NAME}": writer.out.getvalue(),
-                               "indexes/index.cdxj": cdxj.index(writer.entries),
+                               "indexes/index.cdx": cdxj.index(writer.entries),
                                "pages/pages.jsonl": pages.encode()}
     files |= {path: data for path, (data, _) in (extras or {}).items()}
     created_at = _iso(created or datetime.now(UTC))

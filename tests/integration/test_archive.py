@@ -61,7 +61,7 @@ def test_cdxj_indexer_reads_the_same_index(made: Path, tmp_path: Path) -> None:
             parsed.append((key, stamp, json.loads(block)))
         return sorted(parsed, key=lambda entry: (entry[0], entry[1], str(entry[2].get("offset"))))
 
-    ours = lines(archive.read("indexes/index.cdxj").decode())
+    ours = lines(archive.read("indexes/index.cdx").decode())
     assert lines(theirs.stdout) == ours
     assert any(key.startswith("1,0,0,127:8000)/api?__wb_method=post") for key, _, _ in ours)
 

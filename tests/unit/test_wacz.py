@@ -81,7 +81,7 @@ def test_each_exchange_is_a_response_and_its_request_and_the_view_a_resource() -
 def test_the_index_points_at_each_record_and_keys_a_post_by_its_body() -> None:
     package = packed(None)
     archive = zipfile.ZipFile(io.BytesIO(package.data))
-    lines = archive.read("indexes/index.cdxj").decode().splitlines()
+    lines = archive.read("indexes/index.cdx").decode().splitlines()
     assert lines == sorted(lines) and len(lines) == 6  # responses, the revisit and the view; no requests
     warc = archive.read("archive/data.warc.gz")
     for line in lines:
@@ -103,7 +103,7 @@ def test_the_package_lists_every_file_and_its_signature_verifies_with_cryptograp
     datapackage = json.loads(archive.read("datapackage.json"))
     assert datapackage["wacz_version"] == "1.1.1" and datapackage["mainPageUrl"] == PAGE
     assert {resource["path"] for resource in datapackage["resources"]} == {
-        "archive/data.warc.gz", "indexes/index.cdxj", "pages/pages.jsonl"}
+        "archive/data.warc.gz", "indexes/index.cdx", "pages/pages.jsonl"}
     pages = [json.loads(line) for line in archive.read("pages/pages.jsonl").splitlines()]
     assert pages[1]["url"] == PAGE and pages[1]["title"] == "Page" and pages[1]["ts"] == "2026-12-06T03:20:00Z"
     digest = json.loads(archive.read("datapackage-digest.json"))
