@@ -71,8 +71,8 @@ def present(options: TakeOptions, result: JobResult, stored: dict[str, tuple[str
         body[name] = {"url": url, "expires": iso_time(expires)}
         headers[f"x-service-{name}-url"] = url
         headers[f"x-service-{name}-expires"] = iso_time(expires)
-    if "archive" in found and "archive" in body:  # archive=true: how many bodies the size bound left out
-        body["archive"]["truncated"] = found["archive"]["truncated"]
+    if "archive" in found:  # archive=true or format=wacz: how many bodies the size bound left out
+        body.setdefault("archive", {})["truncated"] = found["archive"]["truncated"]
         headers["x-service-archive-truncated"] = str(found["archive"]["truncated"])
     if "http_response" in found:
         http = found["http_response"]

@@ -179,7 +179,10 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
     pending = loaded.pending.now() if loaded.pending is not None else []  # as the capture starts
     started = time.monotonic()
     blank = None
-    if options.format in IMAGE_FORMATS:
+    if options.format == "wacz":  # the archive's screenshot first; the worker packs the archive around it
+        output, blank = await _image_unless_blank(options.model_copy(update={"format": "png"}), tab, env, deadline,
+                                                  loaded.watermark, clock)
+    elif options.format in IMAGE_FORMATS:
         output, blank = await _image_unless_blank(options, tab, env, deadline, loaded.watermark, clock)
     else:
         with clock.stage("capture"):
@@ -196,7 +199,10 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             output.archive = await archiving.material(options, tab, loaded.archive, output.body)
     if blank is not None and "quality" not in output.metadata:  # said even when metadata_quality was not asked
         output.metadata["quality"] = quality.report({"blank": blank})
-    if len(output.body) > settings.max_result_bytes:
+    if options.format == "wacz":  # its body is the archive, packed by the worker (render.capture.archiving)
+        output.body, output.format, output.content_type = b"", "wacz", FORMATS["wacz"].media_type
+        output.width = output.height = None
+    elif len(output.body) > settings.max_result_bytes:
         raise ResultingImageTooLarge(
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
             "(setting SCREENSHOT_MAX_RESULT_BYTES).")

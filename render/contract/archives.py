@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 _COORDINATE_BYTES = 48  # P-384
 
 
+CERTIFICATE_PATH = "certificate/certificate.json"  # certify=true's certificate in a WACZ, a file it lists
+
 @dataclass(frozen=True)
 class Exchange:
     """One request of the page and what answered it (secrets already taken out by the recorder)."""

@@ -68,8 +68,29 @@ def take_problems(options: Any) -> list[ErrorDetail]:
                                     f"({options.full_page_slice_height})"))
     if options.har_content != "omit" and not options.har:
         problems.append(ErrorDetail("har_content", "needs har=true"))
-    if options.archive and options.format not in IMAGE_FORMATS and options.format != "pdf":
+    if options.archive and options.format == "wacz":
+        problems.append(ErrorDetail("archive", "format=wacz answers the web archive itself: leave out archive"))
+    elif options.archive and options.format not in IMAGE_FORMATS and options.format != "pdf":
         problems.append(ErrorDetail("archive", f"applies to image and PDF formats, not {options.format}"))
+    if options.format == "wacz":
+        problems += _not_for_wacz(options)
     if options.omit_background and options.format not in ("png", "webp"):
         problems.append(ErrorDetail("omit_background", "needs a format with transparency: png or webp"))
+    return problems
+
+
+# What shapes only an image or a PDF, refused with format=wacz when given (its screenshots are the viewport's, and
+# the whole page's with full_page, as PNG): by group of TakeOptions, and by name.
+_WACZ_REFUSED_GROUPS = ("Image", "PDF", "Clip")
+_WACZ_REFUSED = ("selector", "selector_algorithm", "error_on_selector_not_found", "selector_scroll_into_view")
+
+
+def _not_for_wacz(options: Any) -> list[ErrorDetail]:
+    """The options given that make no sense for a web archive, each named."""
+    problems = []
+    for name in sorted(options.model_fields_set):
+        field = type(options).model_fields[name]
+        group = field.json_schema_extra.get("group") if isinstance(field.json_schema_extra, dict) else None
+        if group in _WACZ_REFUSED_GROUPS or name in _WACZ_REFUSED:
+            problems.append(ErrorDetail(field.alias or name, "shapes an image or a PDF, not format=wacz"))
     return problems

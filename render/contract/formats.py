@@ -52,6 +52,8 @@ _DOCUMENTS = (
     # Playwright's ARIA snapshot of the page (render.output.accessibility): YAML, whose media type (RFC 9512)
     # is UTF-8 without a charset parameter.
     OutputFormat("aria", "document", "application/yaml", "yaml"),
+    # The page as a signed web archive (render/output/wacz.py); `archive=true` stores the same beside another format.
+    OutputFormat("wacz", "document", "application/wacz", "wacz"),
 )
 _VIDEOS = (  # /animate
     OutputFormat("mp4", "video", "video/mp4", "mp4"),
@@ -94,9 +96,6 @@ def media_types(kind: Kind) -> list[str]:
     return [first, *sorted({f.bare_media_type for f in formats} - {first})]
 
 
-# Files stored beside a result that are no output format, by extension.
-ARTEFACT_MEDIA_TYPES = {"wacz": "application/wacz"}  # archive=true's web archive (render/output/wacz.py)
-
 
 def register_media_types() -> None:
     """Teach Python's `mimetypes` every format's extension (`.md`, `.avif`, `.jp2`, ...): a backend that knows an
@@ -105,5 +104,3 @@ def register_media_types() -> None:
 
     for fmt in FORMATS.values():
         mimetypes.add_type(fmt.media_type, f".{fmt.extension}")
-    for extension, media_type in ARTEFACT_MEDIA_TYPES.items():
-        mimetypes.add_type(media_type, f".{extension}")

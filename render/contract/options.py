@@ -297,8 +297,9 @@ class TakeOptions(PageParameters):
     archive: Bool = param(False, "Evidence", "The page as it was loaded for this capture, as a signed web archive "
                           "(WACZ 1.1.1: every request and answer as WARC records, the screenshot, an index and a page "
                           "list) that ReplayWeb.page and pywb replay, stored beside the result: archive.url, "
-                          "x-service-archive-url. Image and PDF formats. Your cookies, authorization, headers and "
-                          "credentials show as [redacted]; at most SCREENSHOT_ARCHIVE_MAX_BYTES of bodies "
+                          "x-service-archive-url. Image and PDF formats; format=wacz answers the archive itself. "
+                          "Your cookies, authorization, headers and credentials show as [redacted]; at most "
+                          "SCREENSHOT_ARCHIVE_MAX_BYTES of bodies "
                           "(x-service-archive-truncated says how many were left out).")
     certify: Bool = param(False, "Evidence", "A manifest of the capture (every artefact's SHA-256, the options "
                           "without secrets, URLs, status, UTC times, versions) signed with the service's Ed25519 "
@@ -368,6 +369,11 @@ class TakeOptions(PageParameters):
     def output_format(self) -> OutputFormat:
         """The facts of the requested format (render.contract.formats)."""
         return output_format(self.format)
+
+    @property
+    def recorded(self) -> bool:
+        """The page's traffic is kept for a web archive: `archive=true`, or `format=wacz`."""
+        return self.archive or self.format == "wacz"
 
     @property
     def file_extension(self) -> str:

@@ -212,11 +212,10 @@ def to_png(data: bytes) -> bytes:
     return bytes(pyvips.Image.new_from_buffer(data, "").write_to_buffer(".png"))
 
 
-def top_png(data: bytes, aspect: float) -> bytes:
-    """The top of a PNG as tall as `aspect` (height / width) of its width says: a full page's first viewport."""
+def top_png(data: bytes, width: int, height: int) -> bytes:
+    """The top left `width` x `height` pixels of a PNG (at most all of it): a full page's first viewport."""
     image = pyvips.Image.new_from_buffer(data, "")
-    height = min(image.height, max(1, round(image.width * aspect)))
-    return bytes(image.crop(0, 0, image.width, height).write_to_buffer(".png"))
+    return bytes(image.crop(0, 0, min(image.width, width), min(image.height, height)).write_to_buffer(".png"))
 
 
 # metadata_quality's `blank`: an image whose pixels all but this share are within UNIFORM_TOLERANCE of its mean

@@ -36,11 +36,11 @@ from warcio.warcwriter import WARCWriter
 
 from render.contract import archives
 from render.contract.archives import Exchange
-from render.contract.formats import ARTEFACT_MEDIA_TYPES, FORMATS
+from render.contract.formats import FORMATS
 from render.output import cdxj
 
 WACZ_VERSION = "1.1.1"
-MEDIA_TYPE = ARTEFACT_MEDIA_TYPES["wacz"]
+MEDIA_TYPE = FORMATS["wacz"].media_type
 PNG = FORMATS["png"].media_type  # the screenshots' records
 WARC_NAME = "data.warc.gz"
 RENAMED = ("content-encoding", "transfer-encoding")  # kept as X-Archive-Orig-<name>: the body is stored decoded

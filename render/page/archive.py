@@ -103,8 +103,9 @@ class ArchiveRecorder:
 
 
 def record(tab: Tab, options: TakeOptions) -> ArchiveRecorder | None:
-    """A recorder on the job's page when `archive` asks for one, switched off when the job's tab is released."""
-    if not options.archive:
+    """A recorder on the job's page when `archive` or `format=wacz` asks for one, switched off when the job's tab is
+    released."""
+    if not options.recorded:
         return None
     recorder = ArchiveRecorder(tab.page, options)
     tab.attach(HELPER, recorder)

@@ -60,24 +60,27 @@ class Finisher:
 
     def result(self, job: JobRequest, capture: Capture, options: TakeOptions, output: Output, started: float,
                acquire_seconds: float = 0.0) -> JobResult:
-        """An output made a result: vision asked, content and result stored as the job says."""
-        result = JobResult(
-            job.reference, ok=True, rendering_seconds=time.monotonic() - started,
-            content_type=output.content_type, size_bytes=len(output.body), format=output.format,
-            width=output.width, height=output.height, body=output.body, acquire_seconds=round(acquire_seconds, 4),
-            blocked_requests=output.blocked_requests, metadata=output.metadata)
-        log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
-                  acquire_seconds, result.rendering_seconds)
+        """An output made a result: vision asked, the archive packed, content and result stored as the job says."""
         clock = output.timings
         if job.enqueued_at:  # the API's clock against this host's: near enough for the queue's share
             clock.add("queue", max(0.0, time.time() - (time.monotonic() - started) - job.enqueued_at))
         clock.add("context", acquire_seconds)
+        completion = None
         if options.vision_provider_api_key is not None:
             with clock.stage("metadata"):
-                result.vision_completion = self._ask_vision(job, options, output)
+                completion = self._ask_vision(job, options, output)
+        # certify=true: made before the archive is packed, which carries it (so it lists every artefact but that).
+        certificate = self._certificate(job, options, output, completion, started) if options.certify else None
         if output.archive is not None:
             with clock.stage("metadata"):
-                archiving.pack_into(output, self._archive_key_now(), self.settings.archive_max_bytes)
+                archiving.pack_into(output, self._archive_key_now(), self.settings, certificate)
+        result = JobResult(
+            job.reference, ok=True, rendering_seconds=time.monotonic() - started,
+            content_type=output.content_type, size_bytes=len(output.body), format=output.format,
+            width=output.width, height=output.height, body=output.body, acquire_seconds=round(acquire_seconds, 4),
+            blocked_requests=output.blocked_requests, metadata=output.metadata, vision_completion=completion)
+        log.debug("job %s: waited %.3f s for its tab, %.3f s in all", job.reference,
+                  acquire_seconds, result.rendering_seconds)
         with clock.stage("store"):
             for name, (body, extension, content_type) in output.artefacts.items():
                 result.artefacts[name] = self._put(
@@ -88,8 +91,10 @@ class Finisher:
                 self._upload_to_caller(job, options, output, result)
             if capture.store or capture.store_key:
                 self._store(job, capture, options, result)
-            if options.certify:
-                result.artefacts["certificate"] = self._certify(job, options, output, result, started)
+            if certificate is not None:
+                result.artefacts["certificate"] = self._put(
+                    job, object_key(job.organisation, f"{job.reference}-certificate", "json"), certificate,
+                    "application/json")
         result.timings = clock.report()
         return result
 
@@ -102,22 +107,27 @@ class Finisher:
                 raise RequestNotValid(f"archive: {error}.", [ErrorDetail("archive", "no key to sign with")]) from None
         return self._archive_key
 
-    def _certify(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult,
-                 started: float) -> str:
-        """certify=true: the signed manifest of everything the capture returns, stored beside it."""
+    def _certificate(self, job: JobRequest, options: TakeOptions, output: Output, completion: str | None,
+                     started: float) -> bytes:
+        """certify=true: the signed manifest of everything the capture returns (format=wacz: the screenshots the
+        archive holds; the archive is signed on its own and carries the certificate)."""
         if self._certify_key is None:
             try:
                 self._certify_key = certify_key(self.settings.certify_key_file, self.redis)
             except NoCertifyKey as error:
                 raise RequestNotValid(f"certify: {error}.", [ErrorDetail("certify", "no key to sign with")]) from None
         provenance = output.provenance
-        artefacts = [certificates.artefact("output", output.body, output.content_type)]
+        if output.format == "wacz" and output.archive is not None:
+            artefacts = [certificates.artefact(view.kind, view.png, FORMATS["png"].media_type)
+                         for view in output.archive.views]
+        else:
+            artefacts = [certificates.artefact("output", output.body, output.content_type)]
         artefacts += [certificates.artefact(name, body, content_type)
                       for name, (body, _, content_type) in output.artefacts.items()]
-        artefacts += [certificates.artefact(f"slice-{piece.index}", body.body, output.content_type)
-                      for piece, body in zip(result.slices, output.slices, strict=True)]
-        if result.vision_completion is not None:
-            artefacts.append(certificates.artefact("vision", result.vision_completion.encode(), "text/plain"))
+        artefacts += [certificates.artefact(f"slice-{index}", piece.body, output.content_type)
+                      for index, piece in enumerate(output.slices)]
+        if completion is not None:
+            artefacts.append(certificates.artefact("vision", completion.encode(), "text/plain"))
         public_options, secrets = sealing.split_secrets(options.to_payload())
         now = time.time()
         manifest = {
@@ -135,9 +145,7 @@ class Finisher:
             "chromium": provenance.chromium if provenance else None,
             "artefacts": artefacts,
         }
-        document = certificates.sign(manifest, self._certify_key)
-        return self._put(job, object_key(job.organisation, f"{job.reference}-certificate", "json"),
-                         orjson.dumps(document), "application/json")
+        return orjson.dumps(certificates.sign(manifest, self._certify_key))
 
     def _upload_to_caller(self, job: JobRequest, options: TakeOptions, output: Output, result: JobResult) -> None:
         """store=true: the output in the caller's bucket, with the caller's credentials, through the egress

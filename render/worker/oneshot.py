@@ -28,7 +28,7 @@ async def take_once(options: TakeOptions, settings: RenderSettings) -> Output:
         finally:
             await tab.close()
         if output.archive is not None:  # signed with SCREENSHOT_ARCHIVE_KEY_FILE's key: no Redis to keep one in
-            archiving.pack_into(output, archive_key(settings.archive_key_file, None), settings.archive_max_bytes)
+            archiving.pack_into(output, archive_key(settings.archive_key_file, None), settings)
         return output
     finally:
         await tabs.close()

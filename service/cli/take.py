@@ -64,8 +64,9 @@ def cmd_take(args: argparse.Namespace) -> int:
             print("error: certify needs the service's key and storage: ask the API (`screenshot-service run`) "
                   "for a certified capture", file=sys.stderr)
             return 2
-        if options.archive and not settings.render.archive_key_file:
-            print("error: archive needs SCREENSHOT_ARCHIVE_KEY_FILE from the command line (no Redis to keep a key "
+        if options.recorded and not settings.render.archive_key_file:
+            print(f"error: {'format wacz' if options.format == 'wacz' else 'archive'} needs "
+                  "SCREENSHOT_ARCHIVE_KEY_FILE from the command line (no Redis to keep a key "
                   "in): openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out archive.pem",
                   file=sys.stderr)
             return 2

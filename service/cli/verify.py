@@ -54,12 +54,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_archive(args: argparse.Namespace) -> int:
     """An archive=true WACZ: every file's hash, the package's, and the signature (by --public-key when given)."""
-    from render.contract.archives import verify
+    from render.contract.archives import CERTIFICATE_PATH, verify
 
     key = args.public_key
     if key and Path(key).is_file():
         key = Path(key).read_text().strip()
-    problems = verify(Path(args.certificate).read_bytes(), key or None)
+    data = Path(args.certificate).read_bytes()
+    problems = verify(data, key or None)
+    certified = _certificate_inside(data) if not problems else None
+    if isinstance(certified, str):
+        problems.append(certified)
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     if problems:
@@ -67,7 +71,27 @@ def _verify_archive(args: argparse.Namespace) -> int:
     print("Archive valid: every file is the one listed, and the signature holds" + (
         " (the pinned key)" if key else " (not pinned: pass --public-key with the key of "
                                         "GET /v1/screenshot/archive/public-key to require the service's)"))
+    if certified is not None:
+        print(f"Certificate inside ({CERTIFICATE_PATH}): signature valid, key {certified.key_id}; check it against "
+              "GET /v1/screenshot/certify/public-key with `verify` on the certificate itself")
     return 0
+
+
+def _certificate_inside(data: bytes) -> Any:
+    """certify=true's certificate inside a WACZ, checked: what `check` found, a problem, or None without one."""
+    import io
+    import zipfile
+
+    from render.contract.archives import CERTIFICATE_PATH
+    from render.contract.certificates import CertificateInvalid, check
+
+    package = zipfile.ZipFile(io.BytesIO(data))
+    if CERTIFICATE_PATH not in package.namelist():
+        return None
+    try:
+        return check(json.loads(package.read(CERTIFICATE_PATH)), {})
+    except (CertificateInvalid, ValueError) as error:
+        return f"{CERTIFICATE_PATH}: {error}"
 
 
 def add_verify_command(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:

@@ -35,7 +35,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from render.contract.formats import ARTEFACT_MEDIA_TYPES, FORMATS
+from render.contract.formats import FORMATS
 from render.settings import SERVICE_VERSION
 from service.api_answers import refusal
 from service.options_schema import options_schema
@@ -138,7 +138,7 @@ async def shown(client: ApiClient, answer: dict[str, Any], media_type: str) -> l
     archived = answer.get("archive")
     if isinstance(archived, dict) and archived.get("url"):  # archive=true: the page as a web archive
         content.append(link(archived["url"], f"{answer.get('reference') or 'result'}.wacz",
-                            ARTEFACT_MEDIA_TYPES["wacz"]))
+                            FORMATS["wacz"].media_type))
     content.append(types.TextContent(type="text", text=json.dumps(facts, indent=1)))
     return content
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -238,6 +239,27 @@ def test_take_saves_what_the_page_told_beside_the_output(tmp_path: Path, site: S
     assert json.loads(result.stdout)["console"]["errors"] == 2
     refused = cli("take", site.url("/tall.html"), "-o", str(output), "--certify", env=cli_env(tmp_path), check=False)
     assert refused.returncode == 2 and "certify needs the service" in refused.stderr
+
+
+def test_take_writes_a_signed_web_archive_of_the_page(tmp_path: Path, site: Site) -> None:
+    """`take page.wacz`: the page as a WACZ signed with SCREENSHOT_ARCHIVE_KEY_FILE's key (no Redis to keep one in:
+    without the file it says how to make one), which `verify` checks against that key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    output = tmp_path / "page.wacz"
+    refused = cli("take", site.url("/evidence/traffic.html"), "-o", str(output), env=cli_env(tmp_path), check=False)
+    assert refused.returncode == 2 and "SCREENSHOT_ARCHIVE_KEY_FILE" in refused.stderr and "openssl" in refused.stderr
+    key = ec.generate_private_key(ec.SECP384R1())
+    (tmp_path / "archive.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    env = {**cli_env(tmp_path), "SCREENSHOT_ARCHIVE_KEY_FILE": str(tmp_path / "archive.pem")}
+    made = cli("take", site.url("/evidence/traffic.html"), "-o", str(output), "--viewport-width", "320", env=env)
+    assert "wacz" in made.stderr and output.read_bytes().startswith(b"PK")
+    public = base64.b64encode(key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
+    checked = cli("verify", str(output), "--public-key", public, env=env)
+    assert "Archive valid" in checked.stdout and "(the pinned key)" in checked.stdout
 
 
 def test_the_api_stops_cleanly_on_sigterm_with_exit_code_0(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ on a real capture: its traffic, its view, signed by the published key, and none 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import zipfile
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import pyvips
 from cryptography.hazmat.primitives.asymmetric import ec
 from warcio.archiveiterator import ArchiveIterator
 
-from render.contract import archives
+from render.contract import archives, certificates
 from render.page.har import secret_forms
 from tests.conftest import Org
 from tests.support.archive_tools import run
@@ -132,3 +134,90 @@ def test_archive_is_for_images_and_pdf(client: httpx.Client, org: Org) -> None:
     wrong = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": "<p>x</p>",
                                                        "archive": "maybe"})
     assert [detail["field"] for detail in wrong.json()["error_details"]] == ["archive"]
+
+
+# --- format=wacz: the answer is the archive -----------------------------------------------------------------------
+
+def _resources(data: bytes) -> dict[str, tuple[str, bytes]]:
+    """The WACZ's resource records (the screenshots): target URI -> (content type, bytes)."""
+    warc = zipfile.ZipFile(io.BytesIO(data)).read("archive/data.warc.gz")
+    return {record.rec_headers.get_header("WARC-Target-URI"): (record.rec_headers.get_header("Content-Type"),
+                                                               record.content_stream().read())
+            for record in ArchiveIterator(io.BytesIO(warc)) if record.rec_type == "resource"}
+
+
+def test_format_wacz_answers_the_signed_archive_itself(client: httpx.Client, org: Org, site: Site,
+                                                       tmp_path: Path) -> None:
+    page = site.url("/evidence/traffic.html")
+    response = client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": page, "format": "wacz", "viewport_width": "400",
+        "viewport_height": "300", "full_page": "true"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/wacz"
+    assert response.headers["x-service-archive-truncated"] == "0"
+    data = response.content
+    assert archives.verify(data, client.get("/v1/screenshot/archive/public-key").json()["public_key"]) == []
+    made = tmp_path / "page.wacz"
+    made.write_bytes(data)
+    checked = run("wacz", "validate", "-f", str(made))
+    assert checked.returncode == 0 and "Validation succeeded" in checked.stdout, checked.stdout + checked.stderr
+    views = _resources(data)
+    assert set(views) == {f"urn:view:{page}", f"urn:fullPage:{page}"}
+    view = pyvips.Image.new_from_buffer(views[f"urn:view:{page}"][1], "")
+    assert views[f"urn:view:{page}"][0] == "image/png" and (view.width, view.height) == (400, 300)
+    whole = pyvips.Image.new_from_buffer(views[f"urn:fullPage:{page}"][1], "")
+    assert whole.width >= 400 and whole.height >= 300  # the page is wider than the viewport: its echo is one line
+    # Its link, in JSON, is the same archive; the size bound's count comes with it.
+    as_json = client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": page, "format": "wacz", "response_type": "json"})
+    assert as_json.status_code == 200, as_json.text
+    answer = as_json.json()
+    assert answer["archive"] == {"truncated": 0} and answer["format"] == "wacz"
+    linked = client.get(answer["screenshot_url"])
+    assert linked.headers["content-type"] == "application/wacz" and archives.verify(linked.content) == []
+
+
+def test_format_wacz_refuses_what_shapes_only_an_image_or_a_pdf(client: httpx.Client, org: Org) -> None:
+    for extra, field in ((("archive", "true"),), "archive"), ((("image_quality", "50"),), "image_quality"), \
+            ((("pdf_landscape", "true"),), "pdf_landscape"), ((("selector", "h1"),), "selector"), \
+            ((("clip_x", "0"), ("clip_y", "0"), ("clip_width", "10"), ("clip_height", "10")), "clip_x"), \
+            ((("watermark", "x"),), "watermark"), ((("omit_background", "true"),), "omit_background"):
+        refused = client.get("/v1/screenshot/take", params={
+            "access_key": org.access_key, "html": "<p>x</p>", "format": "wacz", **dict(extra)})
+        assert refused.status_code == 400, (extra, refused.text)
+        fields = [detail["field"] for detail in refused.json()["error_details"]]
+        assert field in fields, (extra, fields)
+    assert usage_of(client, org) == 0
+
+
+def usage_of(client: httpx.Client, org: Org) -> int:
+    return int(client.get("/v1/screenshot/usage", params={"access_key": org.access_key}).json()["used"])
+
+
+def test_certify_puts_its_certificate_inside_the_archive(client: httpx.Client, org: Org, site: Site) -> None:
+    page = site.url("/evidence/traffic.html")
+    for params in ({"archive": "true", "response_type": "json"}, {"format": "wacz", "response_type": "json"}):
+        response = client.get("/v1/screenshot/take", params={
+            "access_key": org.access_key, "url": page, "certify": "true", "viewport_width": "400",
+            "viewport_height": "300", **params})
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        data = client.get(answer["archive"]["url"] if "url" in answer["archive"] else answer["screenshot_url"]).content
+        assert archives.verify(data) == []
+        package = zipfile.ZipFile(io.BytesIO(data))
+        inside = package.read("certificate/certificate.json")
+        listed = json.loads(package.read("datapackage.json"))["resources"]
+        assert {"name": "certificate.json", "path": "certificate/certificate.json",
+                "hash": archives.sha256(inside), "bytes": len(inside)} in listed
+        stored = client.get(answer["certificate"]["url"]).content
+        assert inside == stored  # the certificate beside the result is the one inside
+        certificate = json.loads(inside)
+        pinned = certificates.parse_public_key(client.get("/v1/screenshot/certify/public-key").json()["public_key"])
+        assert certificates.check(certificate, {}, pinned).pinned
+        named = {artefact["name"]: artefact["sha256"] for artefact in certificate["manifest"]["artefacts"]}
+        view = _resources(data)[f"urn:view:{page}"][1]
+        if params.get("format") == "wacz":  # the archive carries the certificate: it lists the screenshot
+            assert named == {"view": hashlib.sha256(view).hexdigest()}
+        else:  # the output, not the archive that holds the certificate
+            shot = client.get(answer["screenshot_url"]).content
+            assert named == {"output": hashlib.sha256(shot).hexdigest()}

@@ -39,7 +39,8 @@ def test_the_facts_hold_together() -> None:
 def test_openapi_lists_the_registered_media_types_default_first() -> None:
     assert formats.media_types("image")[0] == "image/png" and "image/jp2" in formats.media_types("image")
     assert formats.media_types("video")[0] == "video/mp4" and "image/gif" in formats.media_types("video")
-    assert formats.media_types("document") == ["application/pdf", "application/yaml", "text/html", "text/markdown"]
+    assert formats.media_types("document") == [
+        "application/pdf", "application/wacz", "application/yaml", "text/html", "text/markdown"]
     answers = openapi.capture_responses("take")[200]["content"]
     assert set(answers) == {*formats.media_types("image"), *formats.media_types("document"), "application/json"}
     recordings = openapi.capture_responses("animate")[200]["content"]

@@ -170,3 +170,34 @@ def test_the_verify_command_fails_on_any_changed_byte(tmp_path) -> None:  # type
         changed[offset] ^= 1
         done = verify(bytes(changed))
         assert done.returncode == 1 and "FAILED" in done.stderr, (info.filename, done.stdout, done.stderr)
+
+
+def test_the_verify_command_checks_the_certificate_inside(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """certify=true's certificate goes in the WACZ as a listed file: `verify` checks its signature too, and fails
+    naming it when the certificate was changed before the archive was signed (the archive's hashes then hold)."""
+    import subprocess
+    import sys
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from render.contract import certificates
+
+    signer = Ed25519PrivateKey.generate()
+    certificate = certificates.sign({"reference": "r", "artefacts": [certificates.artefact("view", PNG, "image/png")]},
+                                    signer)
+    key = ec.generate_private_key(ec.SECP384R1())
+
+    def verify(document: dict) -> subprocess.CompletedProcess[str]:  # type: ignore[type-arg]
+        data = wacz.package(exchanges(), wacz.Page(PAGE, "Page", WHEN), [wacz.View("view", PAGE, PNG, WHEN)],
+                            software="test", key=key, max_bytes=10_000_000,
+                            extras={archives.CERTIFICATE_PATH: (json.dumps(document).encode(), "certificate")}).data
+        assert archives.CERTIFICATE_PATH in zipfile.ZipFile(io.BytesIO(data)).namelist()
+        path = tmp_path / "certified.wacz"
+        path.write_bytes(data)
+        return subprocess.run([sys.executable, "-m", "service.cli", "verify", str(path)], capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    good = verify(certificate)
+    assert good.returncode == 0 and "Certificate inside" in good.stdout, good.stdout + good.stderr
+    forged = verify({**certificate, "manifest": {**certificate["manifest"], "reference": "another"}})
+    assert forged.returncode == 1 and archives.CERTIFICATE_PATH in forged.stderr, forged.stdout + forged.stderr
