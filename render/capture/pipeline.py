@@ -194,7 +194,7 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             output.metadata, output.artefacts = await findings.collect(
                 options, tab, env.chrome_version, output.body, loaded.response, loaded.watch, loaded.har,
                 still_pending)
-    if loaded.archive is not None:
+    if options.recorded and loaded.archive is not None:  # bulk `optimize` loads a page for recorded outputs only
         with clock.stage("metadata"):
             output.archive = await archiving.material(options, tab, loaded.archive, output.body)
     if blank is not None and "quality" not in output.metadata:  # said even when metadata_quality was not asked

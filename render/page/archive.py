@@ -3,7 +3,7 @@ page that was answered, with its headers, its POST body, its answer's status, he
 
 Recorded from the page's own request events, attached before the navigation and switched off when the job's tab
 is released (`Tab.helpers`), so a kept page records nothing of another job; a request the network policy refused
-was never answered and is not kept. What the caller sent as secrets (`cookies`, `authorization`, `headers`, a user
+was never answered (what the browser got is the egress proxy's own refusal) and is not kept. What the caller sent as secrets (`cookies`, `authorization`, `headers`, a user
 and password in the url or `proxy`) is replaced by `[redacted]` wherever it shows, in every form HAR's recorder
 searches for (render/page/har.py). WebSocket, EventSource and beacon traffic is not recorded.
 """
@@ -18,6 +18,7 @@ from playwright.async_api import Page, Request
 from render.browser.tabs import Tab
 from render.contract.archives import Exchange
 from render.contract.options import TakeOptions
+from render.net.traffic import REFUSED_HEADER
 from render.page.har import MAX_ENTRIES, REDACTED, caller_secrets, quietly, secret_forms
 
 HELPER = "archive"
@@ -86,8 +87,8 @@ class ArchiveRecorder:
 
     async def _exchange(self, request: Request, when: datetime) -> Exchange | None:
         response = await quietly(request.response(), None)
-        if response is None:
-            return None  # refused, failed or not answered before the capture: nothing to replay
+        if response is None or response.headers.get(REFUSED_HEADER):
+            return None  # refused (the egress's own answer), failed or not answered in time: nothing to replay
         redirect = 300 <= response.status < 400
         body = b""
         if not redirect and request in self._finished:

@@ -5,7 +5,6 @@ on a real capture: its traffic, its view, signed by the published key, and none 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
@@ -21,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 from render.contract import archives, certificates
 from render.page.har import secret_forms
 from tests.conftest import Org
-from tests.support.archive_tools import run
+from tests.support.archive_tools import every_byte, run
 from tests.support.site import Site
 from tests.unit.test_wacz import packed
 
@@ -71,13 +70,6 @@ def test_cdxj_indexer_reads_the_same_index(made: Path, tmp_path: Path) -> None:
 # --- archive=true on a capture ------------------------------------------------------------------------------------
 
 SECRETS = ("s3cr3t-cookie", "s3cr3t-token", "s3cr3t-header")
-
-
-def every_byte(data: bytes) -> bytes:
-    """The WACZ's files with the WARC's records ungzipped: where a secret could be."""
-    archive = zipfile.ZipFile(io.BytesIO(data))
-    return b"".join(gzip.decompress(archive.read(name)) if name.endswith(".gz") else archive.read(name)
-                    for name in archive.namelist())
 
 
 def test_a_capture_s_archive_holds_its_traffic_and_view_signed_and_valid(
@@ -221,3 +213,23 @@ def test_certify_puts_its_certificate_inside_the_archive(client: httpx.Client, o
         else:  # the output, not the archive that holds the certificate
             shot = client.get(answer["screenshot_url"]).content
             assert named == {"output": hashlib.sha256(shot).hexdigest()}
+
+
+def test_an_archive_link_opens_only_the_archive_it_was_signed_for(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                  site: Site) -> None:
+    """The signed link of one organisation's archive, pointed at another organisation's archive (or at another
+    object), is refused: a link opens the one object it was signed for."""
+    ours, theirs = make_org(), make_org()
+    links = []
+    for org in (ours, theirs):
+        answer = client.get("/v1/screenshot/take", params={
+            "access_key": org.access_key, "url": site.url("/evidence/traffic.html"), "archive": "true",
+            "response_type": "json"}).json()
+        links.append(answer["archive"]["url"])
+    assert all(client.get(link).status_code == 200 for link in links)
+    ours_path, their_path = (link.split("?")[0] for link in links)
+    assert ours.id in ours_path and theirs.id in their_path
+    forged = links[0].replace(ours_path.split("/v1/", 1)[1], their_path.split("/v1/", 1)[1])
+    assert forged != links[0]
+    for refused in (client.get(forged), client.get(links[0].replace("-archive.wacz", "-har.har"))):
+        assert refused.status_code == 400 and refused.json()["error_code"] == "signature_is_not_valid"

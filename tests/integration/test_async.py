@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import io
 import json
 import re
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 
+from render.contract import archives
 from service.settings import default_workers
 from tests.conftest import Org, create_org
 from tests.support.images import decode, near, rgb_at
@@ -137,10 +140,18 @@ def test_what_happened_on_the_page_reaches_the_webhook(isolated_http: httpx.Clie
     """Console, timings, quality, the HAR and the certificate travel with an async capture as with a waiting one."""
     response = take(isolated_http, isolated_org, site, "/evidence/console.html", **{
         "async": "true", "webhook_url": receiver.url("/evidence"), "response_type": "json", "har": "true",
-        "metadata_console": "true", "metadata_timings": "true", "metadata_quality": "true", "certify": "true"})
+        "metadata_console": "true", "metadata_timings": "true", "metadata_quality": "true", "certify": "true",
+        "archive": "true"})
     assert response.status_code == 202
     [delivery] = receiver.wait_for("/evidence")
     body = delivery.json()
+    archived = httpx.get(body["archive"]["url"]).content  # the web archive, the certificate inside it
+    assert archives.verify(archived) == [] and body["archive"]["truncated"] == 0
+    assert delivery.headers["x-service-archive-url"] == body["archive"]["url"]
+    inside = zipfile.ZipFile(io.BytesIO(archived)).read(archives.CERTIFICATE_PATH)
+    assert inside == httpx.get(body["certificate"]["url"]).content
+    done = wait_status(isolated_http, isolated_org, response.json()["reference"], {"done"})
+    assert done["archive"]["truncated"] == 0 and archives.verify(httpx.get(done["archive"]["url"]).content) == []
     assert body["metadata"]["console"]["errors"] == 2 and body["metadata"]["quality"]["flags"] == []
     assert body["metadata"]["timings"]["fired"] == "load" and "capture" in body["metadata"]["timings"]["stages_ms"]
     assert "capture;dur=" in delivery.headers["server-timing"]

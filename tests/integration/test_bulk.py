@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import json
 import uuid
+import zipfile
 
 import httpx
 import pytest
 
+from render.contract import archives
 from tests.conftest import Org
 from tests.support.images import decode, near, rgb_at
 from tests.support.site import Site
@@ -77,6 +80,30 @@ def test_eager_entries_carry_each_response(client: httpx.Client, org: Org, site:
     assert refused["response"]["status"] == 400
     assert json.loads(base64.b64decode(refused["response"]["body"]))["error_details"][0]["field"] == "async"
     assert used(client, org) == 2
+
+
+def test_bulk_entries_carry_their_web_archives(client: httpx.Client, org: Org, site: Site) -> None:
+    """archive=true and format=wacz in a bulk run as in /take, optimize included: one page load recorded for both,
+    each output with the archive of that load; an output that asks for no archive loads the page on its own and
+    has none."""
+    page = uuid.uuid4().hex
+    url = site.url(f"/colours.html?{page}")
+    response = bulk(client, org, execute=True, optimize=True,
+                    options={"url": url, "viewport_width": 200, "viewport_height": 100},
+                    requests=[{"format": "wacz"}, {"archive": True, "response_type": "json"},
+                              {"response_type": "json"}])
+    assert response.status_code == 200, response.text
+    wacz, as_json, plain = [entry["response"] for entry in response.json()]
+    assert site.queries_to("/colours.html").count(page) == 2
+    assert "archive" not in json.loads(base64.b64decode(plain["body"]))
+    assert wacz["status"] == 200 and archives.verify(base64.b64decode(wacz["body"])) == []
+    stored = json.loads(base64.b64decode(as_json["body"]))
+    archived = httpx.get(stored["archive"]["url"]).content
+    assert archives.verify(archived) == []
+    for data in (base64.b64decode(wacz["body"]), archived):  # each holds the page the one load fetched
+        index = zipfile.ZipFile(io.BytesIO(data)).read("indexes/index.cdx").decode()
+        assert f'"url": "{url}"' in index or f'"url":"{url}"' in index, index
+    assert used(client, org) == 3
 
 
 @pytest.mark.parametrize(("body", "field"), [

@@ -12,6 +12,7 @@ import orjson
 import pytest
 import redis
 
+from render.contract import archives
 from render.contract.options import parse_take_options
 from service.api.cache import cache_key
 from tests.conftest import Org, RunningService
@@ -72,6 +73,25 @@ def test_cache_key_and_options_make_distinct_entries(client: httpx.Client, org: 
     assert renders_of(site, page) == 3
     other = take(client, org, site, page, format="jpeg")
     assert decode(other.content).get("vips-loader").startswith("jpeg")
+
+
+def test_an_archive_is_part_of_the_cache_key_and_its_hit_keeps_the_archive(client: httpx.Client, org: Org,
+                                                                          site: Site) -> None:
+    """A cached capture without archive is not the answer to one with it; a hit with archive=true answers the
+    archive of the capture it kept (its link, still valid), and format=wacz is cached as its own entry."""
+    page = uuid.uuid4().hex
+    take(client, org, site, page)
+    archived = take(client, org, site, page, archive="true", response_type="json")
+    assert renders_of(site, page) == 2
+    again = take(client, org, site, page, archive="true", response_type="json")
+    assert renders_of(site, page) == 2 and again.headers["x-service-rendering-seconds"] == "0.000"
+    kept = httpx.get(again.json()["archive"]["url"]).content
+    assert kept == httpx.get(archived.json()["archive"]["url"]).content
+    assert archives.verify(kept) == []
+    first = take(client, org, site, page, format="wacz")
+    second = take(client, org, site, page, format="wacz")
+    assert renders_of(site, page) == 3 and second.content == first.content
+    assert second.headers["content-type"] == "application/wacz" and archives.verify(second.content) == []
 
 
 def test_expired_entries_are_never_served(client: httpx.Client, org: Org, site: Site,

@@ -21,6 +21,7 @@ from render.browser.pool import TabPool
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.settings import RenderSettings
+from tests.support.archive_tools import every_byte
 from tests.support.images import decode, rgb_at
 from tests.support.pages.controls import RED
 from tests.support.servers import RunningService, listening_sockets, metric, redis_server, running_service, wait_for
@@ -113,6 +114,22 @@ def test_what_a_page_asks_for_as_it_is_left_does_not_reach_the_next_job(  # type
             found = re.search(r'<pre id="state">(.*?)</pre>', read.text, re.S)
             assert found, read.text[:500]
             assert json.loads(html.unescape(found.group(1))) == {"cookie": ""}
+
+
+def test_a_web_archive_holds_only_its_own_job_s_traffic_on_a_kept_page(  # type: ignore[no-untyped-def]
+        single: RunningService, site: Site, make_org_in) -> None:
+    """archive=true on a page that asks for something every 20 ms and once more as it is left, then format=wacz on
+    another page of the same organisation, in the kept context: neither archive holds anything of the other job."""
+    key = make_org_in(single.redis_url).access_key
+    with httpx.Client(base_url=single.url, timeout=60) as http:
+        reused_before = metric(http, REUSED)
+        for _ in range(3):
+            chatty = leave(http, key, site, "/state/chatty.html", archive="true", response_type="json")
+            chatter = every_byte(httpx.get(chatty.json()["archive"]["url"]).content)
+            reader = every_byte(leave(http, key, site, "/state/late-reader.html", format="wacz").content)
+            assert b"from=chatty" in chatter and b"late-reader" not in chatter
+            assert b"late-reader" in reader and b"chatty" not in reader
+        wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")
 
 
 @pytest.mark.parametrize("replaced", [False, True], ids=["kept-page", "replaced-page"])

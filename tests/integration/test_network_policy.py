@@ -8,13 +8,16 @@ through SCREENSHOT_RESOLVE_OVERRIDES; nothing leaves the machine (no answer is e
 from __future__ import annotations
 
 import contextlib
+import io
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
+from warcio.archiveiterator import ArchiveIterator
 
 from render.contract.errors import RequestNotValid
 from render.queue.deliveries import Delivery
@@ -137,6 +140,27 @@ def test_private_subresources_fail_and_the_page_still_renders(isolated_http: htt
     blocked = [line for line in metrics.splitlines()
                if line.startswith('screenshot_blocked_requests_total{policy="private_network"}')]
     assert blocked and float(blocked[0].split()[-1]) >= 5  # img, iframe, fetch, xhr, websocket (+ popup)
+
+
+def test_what_the_policy_refused_is_not_in_the_web_archive(isolated_http: httpx.Client, isolated_org: Org,
+                                                          sites: tuple[Site, Site]) -> None:
+    """archive=true on the same page: the page is archived, and nothing of the private address (refused, never
+    answered) is, in any record or the index."""
+    allowed, secret = sites
+    secret_base = f"http://127.0.0.1:{secret.port}"
+    page = ATTACK_PAGE.format(secret=secret_base, ws=secret_base.replace("http", "ws"))
+    allowed.server.routes["/attack.html"] = lambda q: (200, "text/html", page.encode())
+    url = f"http://allowed.test:{allowed.port}/attack.html"
+    with untouched(secret):
+        response = take(isolated_http, isolated_org, url, viewport_width=200, viewport_height=200,
+                        wait_until="networkidle0", format="wacz")
+        assert response.status_code == 200, response.text
+    package = zipfile.ZipFile(io.BytesIO(response.content))
+    warc = package.read("archive/data.warc.gz")
+    targets = {record.rec_headers.get_header("WARC-Target-URI") for record in ArchiveIterator(io.BytesIO(warc))}
+    assert url in targets and f"urn:view:{url}" in targets
+    assert not [target for target in targets if "127.0.0.1" in target], targets
+    assert b"1,0,0,127)" not in package.read("indexes/index.cdx")  # 127.0.0.1 as the index keys it (SURT)
 
 
 def test_dns_rebinding_never_reaches_the_private_address(isolated_http: httpx.Client, isolated_org: Org,

@@ -188,7 +188,7 @@ def merge_pdfs(documents: list[bytes]) -> tuple[bytes, int]:
 OUTPUT_FIELDS = frozenset({
     "format", "response_type", "image_quality", "image_width", "image_height", "omit_background",
     "selector", "selector_algorithm", "error_on_selector_not_found", "clip_x", "clip_y", "clip_width",
-    "clip_height", "metadata_image_size",
+    "clip_height", "metadata_image_size", "archive",
 })
 
 
@@ -200,6 +200,7 @@ def page_groups(entries: list[tuple[TakeOptions | None, ServiceError | None]]) -
         if options is None or options.vision_provider_api_key is not None or options.store:
             continue
         page = {k: v for k, v in options.to_payload().items() if k not in OUTPUT_FIELDS}
+        page["recorded"] = options.recorded  # a web archive's traffic is recorded as the page loads
         groups.setdefault(orjson.dumps(page, option=orjson.OPT_SORT_KEYS), []).append(index)
     return [group for group in groups.values() if len(group) > 1]
 

@@ -49,6 +49,14 @@ STATE_BEACON = """<html><body><script>
 addEventListener("pagehide", () => fetch("/state/late-cookie?ms=400", {keepalive: true}));
 document.body.insertAdjacentHTML("beforeend", "<p id=done>loaded</p>");
 </script></body></html>"""
+# A page that asks for something every 20 ms for as long as it lives, and once more as it is left: the web archive of
+# the organisation's next job on the kept page must hold none of it.
+STATE_CHATTY = """<html><body><script>
+let n = 0;
+setInterval(() => fetch("/echo?from=chatty&n=" + n++).catch(() => {}), 20);
+addEventListener("pagehide", () => fetch("/state/late-cookie?ms=400&from=chatty", {keepalive: true}));
+setTimeout(() => document.body.insertAdjacentHTML("beforeend", "<p id=done>chatting</p>"), 200);
+</script></body></html>"""
 STATE_LATE_READER = """<html><body><pre id="state"></pre><script>
 setTimeout(() => {
   document.getElementById("state").textContent = JSON.stringify({cookie: document.cookie});
@@ -109,6 +117,7 @@ def routes() -> dict[str, Any]:
         "/state/writer.html": lambda q: _html(STATE_WRITER),
         "/state/leaver.html": lambda q: _html(STATE_LEAVER),
         "/state/beacon.html": lambda q: _html(STATE_BEACON),
+        "/state/chatty.html": lambda q: _html(STATE_CHATTY),
         "/state/late-reader.html": lambda q: _html(STATE_LATE_READER),
         "/state/late-cookie": _late_cookie,
         "/state/reader.html": lambda q: _html(STATE_READER),
