@@ -1,11 +1,12 @@
-"""The page's traffic kept for its web archive (`archive=true`, render/output/wacz.py): every request of the job's
-page that was answered, with its headers, its POST body, its answer's status, headers and decoded body.
+"""The page's traffic kept for its web archive (`archive=true`, `format=wacz`; render/output/wacz.py): every request
+of the job's page that was answered, with its headers, its POST body, its answer's status, headers and decoded body.
 
 Recorded from the page's own request events, attached before the navigation and switched off when the job's tab
-is released (`Tab.helpers`), so a kept page records nothing of another job; a request the network policy refused
-was never answered (what the browser got is the egress proxy's own refusal) and is not kept. What the caller sent as secrets (`cookies`, `authorization`, `headers`, a user
-and password in the url or `proxy`) is replaced by `[redacted]` wherever it shows, in every form HAR's recorder
-searches for (render/page/har.py). WebSocket, EventSource and beacon traffic is not recorded.
+is released (`Tab.helpers`), so a kept page records nothing of another job. A request the network policy refused
+was never answered (what the browser got is the egress proxy's own refusal) and is not kept. What the caller sent
+as secrets (`cookies`, `authorization`, `headers`, a user and password in the url or `proxy`) is replaced by
+`[redacted]` wherever it shows, in every form HAR's recorder searches for (render/page/har.py). WebSocket,
+EventSource and beacon traffic is not recorded.
 """
 
 from __future__ import annotations
