@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from render.contract import archives
 from tests.conftest import Org
 from tests.integration.conftest import TypeScriptRun
 from tests.support.background import LATE_SECONDS, SMALL, environment
@@ -84,8 +85,11 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
             status = await mcp.call_tool("job_status", {"reference": facts(image)["reference"]})
             video = await mcp.call_tool("animate", {"url": site.url("/colours.html"), "format": "mp4", "duration": 1,
                                                     "viewport_width": 160, "viewport_height": 120})
+            archived = await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL, "archive": True})
+            wacz = await mcp.call_tool("take", {"url": site.url("/colours.html"), **SMALL, "format": "wacz"})
             return {"video": video, "tools": listed.tools, "image": image, "markdown": markdown, "pdf": document,
-                    "refused": refused, "async_refused": async_refused, "compared": compared, "status": status}
+                    "refused": refused, "async_refused": async_refused, "compared": compared, "status": status,
+                    "archived": archived, "wacz": wacz}
 
     got = run(session)
     tools = {tool.name: tool for tool in got["tools"]}
@@ -115,7 +119,15 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
     assert image.content[1].size == facts(image)["size_bytes"] == len(base64.b64decode(image.content[0].data))
     assert [part.type for part in compared.content] == ["image", "resource_link", "resource_link", "resource_link",
                                                         "text"]  # the diff inline; before, after and diff linked
-    assert used(client, org) == 6  # three takes, the compare's two shots and the recording
+    # The web archive comes as a link: beside the image with archive=true, as the answer with format=wacz.
+    archived, wacz = got["archived"], got["wacz"]
+    assert [part.type for part in archived.content] == ["image", "resource_link", "resource_link", "text"]
+    assert archived.content[2].mime_type == "application/wacz" and archived.content[2].name.endswith(".wacz")
+    assert archives.verify(httpx.get(archived.content[2].uri, timeout=30).content) == []
+    assert [part.type for part in wacz.content] == ["resource_link", "text"]
+    assert wacz.content[0].mime_type == "application/wacz" and wacz.content[0].name.endswith(".wacz")
+    assert archives.verify(httpx.get(wacz.content[0].uri, timeout=30).content) == []
+    assert used(client, org) == 8  # five takes, the compare's two shots and the recording
 
 
 def test_the_tools_over_streamable_http_with_each_client_s_key(mcp_http: str, client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
