@@ -21,6 +21,7 @@ import screenshotone.sdk as python_sdk
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from render.browser.chromium import chromium_binary
+from render.contract import archives
 from render.contract.devices import DEVICE_IDS
 from render.settings import RenderSettings
 from service.signatures import sign_params
@@ -239,6 +240,13 @@ def test_other_outputs_are_shown_inline(browser: Browser, service: RunningServic
     assert "Hello playground" in (page.text_content("pre#capture-output") or "")
     capture(page, key, markdown="# A PDF", format="pdf")
     assert page.locator("iframe#capture-output").get_attribute("src", timeout=5000).startswith("blob:")  # type: ignore[union-attr]
+    capture(page, key, markdown="# Archived", format="wacz")  # no page shows a web archive: a download
+    link = page.locator("a#capture-output")
+    assert link.count() == 1, (page.text_content("#status"), page.inner_html("#output")[:300])
+    assert link.get_attribute("download") == "capture.wacz" and "Download capture.wacz" in (link.text_content() or "")
+    with page.expect_download() as download:
+        link.click()
+    assert archives.verify(Path(download.value.path()).read_bytes()) == []
     page.select_option("#endpoint", "animate")
     capture(page, key, html="<body style='background:#0a0'>video</body>", duration="1", format="webm")
     duration = page.evaluate("""() => new Promise(done => {

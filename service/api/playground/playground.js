@@ -345,7 +345,7 @@ function showHeaders(response) {
   }
 }
 
-async function showResult(response) {
+async function showResult(response, name) {
   const output = $("output");
   output.replaceChildren();
   const type = (response.headers.get("content-type") || "").split(";")[0];
@@ -403,6 +403,22 @@ async function showResult(response) {
     output.append(element);
     return;
   }
+  if (!type.startsWith("text/") && type !== "application/json" && type !== "application/yaml") {
+    // A file no page shows (a web archive): offered for download, named as the capture would be saved.
+    const link = document.createElement("a");
+    const blob = await response.blob();
+    link.id = "capture-output";
+    link.href = URL.createObjectURL(blob);
+    link.download = name;
+    link.textContent = `Download ${link.download} (${blob.size} bytes)`;
+    output.append(link);
+    if (type === "application/wacz") {
+      const note = document.createElement("p");
+      note.textContent = "A web archive: open it in https://replayweb.page, or check it with `screenshot-service verify`.";
+      output.append(note);
+    }
+    return;
+  }
   const text = await response.text();
   const pre = document.createElement("pre");
   pre.id = "capture-output";
@@ -438,7 +454,7 @@ async function capture(event) {
       headers: { "content-type": "application/json", "x-access-key": accessKey },
     });
     showHeaders(response);
-    await showResult(response);
+    await showResult(response, outputName(endpoint, body));
     if (response.ok) $("status").dataset.state = "done";
   } catch (error) {
     $("status").textContent = `The request failed: ${error.message}. Is the service running?`;
