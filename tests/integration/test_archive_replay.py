@@ -19,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from render.settings import RenderSettings
 from tests.conftest import Org
+from tests.support.archive_tools import archive_problems
 from tests.support.pages.replayable import ANSWERS, GREETING, Replayable
 from tests.support.plain import differing_pixels, differing_region
 from tests.support.replay_tools import pywb_proxy
@@ -82,6 +83,7 @@ def test_pywb_replays_the_archive_as_it_was_captured_with_the_site_stopped(
         assert response.status_code == 200, response.text
     asked_while_up = len(site.requests)
     wacz = client.get(response.json()["archive"]["url"]).content
+    assert archive_problems(wacz) == []
     records = _records(wacz)
     assert records[site.start_url] == ("response", "302")
     for path in ("/page.html", "/face.ttf", "/picture.png", "/picture.jpg?size=large", "/api/greeting", "/api/echo"):

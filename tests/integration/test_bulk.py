@@ -14,8 +14,8 @@ import zipfile
 import httpx
 import pytest
 
-from render.contract import archives
 from tests.conftest import Org
+from tests.support.archive_tools import archive_problems
 from tests.support.images import decode, near, rgb_at
 from tests.support.site import Site
 
@@ -96,10 +96,10 @@ def test_bulk_entries_carry_their_web_archives(client: httpx.Client, org: Org, s
     wacz, as_json, plain = [entry["response"] for entry in response.json()]
     assert site.queries_to("/colours.html").count(page) == 2
     assert "archive" not in json.loads(base64.b64decode(plain["body"]))
-    assert wacz["status"] == 200 and archives.verify(base64.b64decode(wacz["body"])) == []
+    assert wacz["status"] == 200 and archive_problems(base64.b64decode(wacz["body"])) == []
     stored = json.loads(base64.b64decode(as_json["body"]))
     archived = httpx.get(stored["archive"]["url"]).content
-    assert archives.verify(archived) == []
+    assert archive_problems(archived) == []
     for data in (base64.b64decode(wacz["body"]), archived):  # each holds the page the one load fetched
         index = zipfile.ZipFile(io.BytesIO(data)).read("indexes/index.cdx").decode()
         assert f'"url": "{url}"' in index or f'"url":"{url}"' in index, index

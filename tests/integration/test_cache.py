@@ -12,10 +12,10 @@ import orjson
 import pytest
 import redis
 
-from render.contract import archives
 from render.contract.options import parse_take_options
 from service.api.cache import cache_key
 from tests.conftest import Org, RunningService
+from tests.support.archive_tools import archive_problems
 from tests.support.images import decode, near, rgb_at
 from tests.support.pages.watch import IMAGE_BOX, LivePage
 from tests.support.site import Site
@@ -87,11 +87,11 @@ def test_an_archive_is_part_of_the_cache_key_and_its_hit_keeps_the_archive(clien
     assert renders_of(site, page) == 2 and again.headers["x-service-rendering-seconds"] == "0.000"
     kept = httpx.get(again.json()["archive"]["url"]).content
     assert kept == httpx.get(archived.json()["archive"]["url"]).content
-    assert archives.verify(kept) == []
+    assert archive_problems(kept) == []
     first = take(client, org, site, page, format="wacz")
     second = take(client, org, site, page, format="wacz")
     assert renders_of(site, page) == 3 and second.content == first.content
-    assert second.headers["content-type"] == "application/wacz" and archives.verify(second.content) == []
+    assert second.headers["content-type"] == "application/wacz" and archive_problems(second.content) == []
 
 
 def test_expired_entries_are_never_served(client: httpx.Client, org: Org, site: Site,

@@ -21,7 +21,7 @@ from render.browser.pool import TabPool
 from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.settings import RenderSettings
-from tests.support.archive_tools import every_byte
+from tests.support.archive_tools import archive_problems, every_byte
 from tests.support.images import decode, rgb_at
 from tests.support.pages.controls import RED
 from tests.support.servers import RunningService, listening_sockets, metric, redis_server, running_service, wait_for
@@ -125,8 +125,10 @@ def test_a_web_archive_holds_only_its_own_job_s_traffic_on_a_kept_page(  # type:
         reused_before = metric(http, REUSED)
         for _ in range(3):
             chatty = leave(http, key, site, "/state/chatty.html", archive="true", response_type="json")
-            chatter = every_byte(httpx.get(chatty.json()["archive"]["url"]).content)
-            reader = every_byte(leave(http, key, site, "/state/late-reader.html", format="wacz").content)
+            archived = [httpx.get(chatty.json()["archive"]["url"]).content,
+                        leave(http, key, site, "/state/late-reader.html", format="wacz").content]
+            assert [archive_problems(data) for data in archived] == [[], []]
+            chatter, reader = (every_byte(data) for data in archived)
             assert b"from=chatty" in chatter and b"late-reader" not in chatter
             assert b"late-reader" in reader and b"chatty" not in reader
         wait_for(lambda: metric(http, REUSED) > reused_before, 10, "the reuse in /metrics")

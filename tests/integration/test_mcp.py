@@ -20,9 +20,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from render.contract import archives
 from tests.conftest import Org
 from tests.integration.conftest import TypeScriptRun
+from tests.support.archive_tools import archive_problems
 from tests.support.background import LATE_SECONDS, SMALL, environment
 from tests.support.images import decode, near, rgb_at
 from tests.support.servers import ROOT, RunningService, free_port, wait_for
@@ -123,10 +123,10 @@ def test_the_tools_over_stdio(service: RunningService, client: httpx.Client, mak
     archived, wacz = got["archived"], got["wacz"]
     assert [part.type for part in archived.content] == ["image", "resource_link", "resource_link", "text"]
     assert archived.content[2].mime_type == "application/wacz" and archived.content[2].name.endswith(".wacz")
-    assert archives.verify(httpx.get(archived.content[2].uri, timeout=30).content) == []
+    assert archive_problems(httpx.get(archived.content[2].uri, timeout=30).content) == []
     assert [part.type for part in wacz.content] == ["resource_link", "text"]
     assert wacz.content[0].mime_type == "application/wacz" and wacz.content[0].name.endswith(".wacz")
-    assert archives.verify(httpx.get(wacz.content[0].uri, timeout=30).content) == []
+    assert archive_problems(httpx.get(wacz.content[0].uri, timeout=30).content) == []
     assert used(client, org) == 8  # five takes, the compare's two shots and the recording
 
 

@@ -26,6 +26,7 @@ from service.deliverer.webhooks import Courier, DeliveryFailed
 from service.settings import ServiceSettings, Settings, default_workers
 from storage.settings import StorageSettings
 from tests.conftest import Org
+from tests.support.archive_tools import archive_problems
 from tests.support.images import decode, rgb_at
 from tests.support.receivers import Receiver, udp_canary, webrtc_page
 from tests.support.servers import RunningService, running_service
@@ -155,6 +156,7 @@ def test_what_the_policy_refused_is_not_in_the_web_archive(isolated_http: httpx.
         response = take(isolated_http, isolated_org, url, viewport_width=200, viewport_height=200,
                         wait_until="networkidle0", format="wacz")
         assert response.status_code == 200, response.text
+    assert archive_problems(response.content) == []
     package = zipfile.ZipFile(io.BytesIO(response.content))
     warc = package.read("archive/data.warc.gz")
     targets = {record.rec_headers.get_header("WARC-Target-URI") for record in ArchiveIterator(io.BytesIO(warc))}

@@ -21,11 +21,11 @@ import screenshotone.sdk as python_sdk
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from render.browser.chromium import chromium_binary
-from render.contract import archives
 from render.contract.devices import DEVICE_IDS
 from render.settings import RenderSettings
 from service.signatures import sign_params
 from tests.conftest import Org
+from tests.support.archive_tools import archive_problems
 from tests.support.images import decode
 from tests.support.servers import ROOT, RunningService
 from tests.support.site import Site
@@ -246,7 +246,7 @@ def test_other_outputs_are_shown_inline(browser: Browser, service: RunningServic
     assert link.get_attribute("download") == "capture.wacz" and "Download capture.wacz" in (link.text_content() or "")
     with page.expect_download() as download:
         link.click()
-    assert archives.verify(Path(download.value.path()).read_bytes()) == []
+    assert archive_problems(Path(download.value.path()).read_bytes()) == []
     page.select_option("#endpoint", "animate")
     capture(page, key, html="<body style='background:#0a0'>video</body>", duration="1", format="webm")
     duration = page.evaluate("""() => new Promise(done => {

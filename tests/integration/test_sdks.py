@@ -29,10 +29,10 @@ import pytest
 import pyvips
 import screenshotone.sdk as python_sdk
 
-from render.contract import archives
 from service.settings import default_workers
 from tests.conftest import ROOT, Org, RunningService, create_org
 from tests.integration.test_proxies import PROXY_HOST, start_tinyproxy
+from tests.support.archive_tools import archive_problems
 from tests.support.receivers import Receiver, vision_answer
 from tests.support.servers import S3Server, running_service, s3_server
 from tests.support.site import Site
@@ -412,7 +412,7 @@ def test_both_sdks_take_the_page_as_a_web_archive(environment: Environment, tmp_
         {"id": "wacz", "kind": "take", "source": ["url", environment.page], "methods": [["format", "wacz"]]}]))
     assert result["ok"] and result["type"] == "application/wacz", result
     for data in (from_python, (tmp_path / "wacz").read_bytes()):
-        assert archives.verify(data) == []
+        assert archive_problems(data) == []
         assert f"urn:view:{environment.page}".encode() in zipfile.ZipFile(io.BytesIO(data)).read(
             "indexes/index.cdx")
 

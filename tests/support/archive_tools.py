@@ -43,3 +43,26 @@ def every_byte(data: bytes) -> bytes:
     archive = zipfile.ZipFile(io.BytesIO(data))
     return b"".join(gzip.decompress(archive.read(name)) if name.endswith(".gz") else archive.read(name)
                     for name in archive.namelist())
+
+
+def archive_problems(data: bytes, public_key: str | None = None) -> list[str]:
+    """What is wrong with a WACZ of this service, by the field's own tools as well as ours: every file's hash and
+    the signature (render.contract.archives, `public_key` when given), py-wacz's `wacz validate` and `warcio check`
+    of its WARC. Empty when all hold."""
+    import tempfile
+
+    from render.contract.archives import verify
+
+    problems = verify(data, public_key)
+    with tempfile.TemporaryDirectory(prefix="wacz-") as directory:
+        made = Path(directory) / "capture.wacz"
+        made.write_bytes(data)
+        validated = run("wacz", "validate", "-f", str(made))
+        if validated.returncode != 0 or "Validation succeeded" not in validated.stdout:
+            problems.append(f"wacz validate: {validated.stdout[-500:]}{validated.stderr[-500:]}")
+        warc = Path(directory) / "data.warc.gz"
+        warc.write_bytes(zipfile.ZipFile(io.BytesIO(data)).read("archive/data.warc.gz"))
+        checked = run("warcio", "check", "-v", str(warc))
+        if checked.returncode != 0 or "digest fail" in checked.stdout:
+            problems.append(f"warcio check: {checked.stdout[-500:]}{checked.stderr[-500:]}")
+    return problems
