@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
@@ -84,6 +85,19 @@ def parse_allowed(text: str) -> tuple[list[IPNetwork], set[str]]:
 
 # The installed build's version (certificates and HAR files name it).
 SERVICE_VERSION = version("screenshot-service")
+
+def _private_key(path: str, fits: Callable[[object], bool], wanted: str) -> None:
+    """A key file setting checked at start: readable as an unencrypted PKCS#8 PEM private key, of the kind `fits`
+    accepts (`wanted` says which, and how to make one). Nothing to check when unset."""
+    if not path:
+        return
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"cannot read an unencrypted PKCS#8 PEM private key from it ({error})") from None
+    if not fits(key):
+        raise ValueError(f"the key must be {wanted}")
+
 
 class RenderSettings(BaseSettings):
     """How workers run Chromium and bound each capture."""
@@ -189,26 +203,15 @@ class RenderSettings(BaseSettings):
     @field_validator("certify_key_file")
     @classmethod
     def _certify_key_file(cls, value: str) -> str:
-        if value:
-            try:
-                key = serialization.load_pem_private_key(Path(value).read_bytes(), password=None)
-            except (OSError, ValueError, TypeError) as error:
-                raise ValueError(f"cannot read an unencrypted PKCS#8 PEM private key from it ({error})") from None
-            if not isinstance(key, Ed25519PrivateKey):
-                raise ValueError("the key must be an Ed25519 key (openssl genpkey -algorithm ed25519)")
+        _private_key(value, lambda key: isinstance(key, Ed25519PrivateKey),
+                     "an Ed25519 key (openssl genpkey -algorithm ed25519)")
         return value
 
     @field_validator("archive_key_file")
     @classmethod
     def _archive_key_file(cls, value: str) -> str:
-        if value:
-            try:
-                key = serialization.load_pem_private_key(Path(value).read_bytes(), password=None)
-            except (OSError, ValueError, TypeError) as error:
-                raise ValueError(f"cannot read an unencrypted PKCS#8 PEM private key from it ({error})") from None
-            if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp384r1":
-                raise ValueError("the key must be an ECDSA P-384 key (openssl genpkey -algorithm EC -pkeyopt "
-                                 "ec_paramgen_curve:P-384)")
+        _private_key(value, lambda key: isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp384r1",
+                     "an ECDSA P-384 key (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384)")
         return value
 
     @field_validator("resolve_overrides")

@@ -48,7 +48,7 @@ def test_a_secret_setting_is_named_but_not_shown() -> None:
     assert done.returncode == 2 and "SCREENSHOT_PROXY_DE" in done.stderr and "hunter2" not in done.stderr
 
 
-def test_a_certify_key_file_that_is_not_an_ed25519_key_stops_start_up(tmp_path: Path) -> None:
+def test_a_key_file_of_the_wrong_kind_stops_start_up(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -63,6 +63,15 @@ def test_a_certify_key_file_that_is_not_an_ed25519_key_stops_start_up(tmp_path: 
     for path, fragment in ((other, "must be an Ed25519 key"), (tmp_path / "missing.pem", "cannot read")):
         with pytest.raises(ValueError, match=fragment):
             RenderSettings(certify_key_file=str(path))
+    # The archive's key: ECDSA P-384 only (P-256 is what ReplayWeb.page would not verify as ours).
+    archive = tmp_path / "archive.pem"
+    archive.write_bytes(ec.generate_private_key(ec.SECP384R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    assert RenderSettings(archive_key_file=str(archive)).archive_key_file == str(archive)
+    for path, fragment in ((other, "must be an ECDSA P-384 key"), (good, "must be an ECDSA P-384 key"),
+                           (tmp_path / "missing.pem", "cannot read")):
+        with pytest.raises(ValueError, match=fragment):
+            RenderSettings(archive_key_file=str(path))
 
 
 @pytest.mark.parametrize(("variable", "value", "expected"), [
