@@ -18,7 +18,7 @@ from render.contract.formats import IMAGE_FORMATS
 from render.contract.options import TakeOptions
 from render.output import imaging, wacz
 from render.page.archive import ArchiveRecorder
-from render.page.har import quietly
+from render.page.recording import quietly
 from render.settings import SERVICE_VERSION, RenderSettings
 
 

@@ -47,8 +47,8 @@ WARC_NAME = "data.warc.gz"
 RENAMED = ("content-encoding", "transfer-encoding")  # kept as X-Archive-Orig-<name>: the body is stored decoded
 GZIP_LEVEL = 6  # zlib's default; warcio's own writer uses 9, slower for a few percent of text
 ALREADY_COMPRESSED = frozenset({"font/woff", "font/woff2", "application/font-woff", "application/font-woff2",
-                                "application/zip", "application/gzip", "application/x-gzip", "application/pdf",
-                                "application/wacz"})
+                                "application/zip", "application/gzip", "application/x-gzip",
+                                FORMATS["pdf"].bare_media_type, FORMATS["wacz"].bare_media_type})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Recorded from the page's own request events, attached before the navigation and 
 is released (`Tab.helpers`), so a kept page records nothing of another job. A request the network policy refused
 was never answered (what the browser got is the egress proxy's own refusal) and is not kept. What the caller sent
 as secrets (`cookies`, `authorization`, `headers`, a user and password in the url or `proxy`) is replaced by
-`[redacted]` wherever it shows, in every form HAR's recorder searches for (render/page/har.py). WebSocket,
+`[redacted]` wherever it shows, in every form render/page/recording.py knows. WebSocket,
 EventSource and beacon traffic is not recorded.
 """
 
@@ -20,48 +20,24 @@ from render.browser.tabs import Tab
 from render.contract.archives import Exchange
 from render.contract.options import TakeOptions
 from render.net.traffic import REFUSED_HEADER
-from render.page.har import MAX_ENTRIES, REDACTED, caller_secrets, quietly, secret_forms
+from render.page.recording import REDACTED, RequestLog, quietly
 
 HELPER = "archive"
 _UNRECORDED_TYPES = ("websocket", "eventsource", "ping")  # the streams and beacons a WARC of this kind leaves out
 
 
-class ArchiveRecorder:
+class ArchiveRecorder(RequestLog):
     """Every answered request of one job's page, made into exchanges when the capture is done."""
 
     def __init__(self, page: Page, options: TakeOptions) -> None:
-        self._page = page
-        self._secret_headers, self._secret_cookies, secrets = caller_secrets(options)
-        self._forms = sorted({form.encode() for secret in secrets for form in secret_forms(secret)}, key=len,
-                             reverse=True)
-        self._requests: list[tuple[Request, datetime]] = []
-        self._finished: set[Request] = set()
-        self.unrecorded = 0
-        self._listening = [("request", self._on_request), ("requestfinished", self._on_finished)]
-        for event, handler in self._listening:
-            page.on(event, handler)  # type: ignore[call-overload]
-
-    def switch_off(self) -> None:
-        """Stop recording (the page may serve another job); may be called more than once."""
-        for event, handler in self._listening:
-            self._page.remove_listener(event, handler)
-        self._listening = []
-
-    def _on_request(self, request: Request) -> None:
-        if request.resource_type in _UNRECORDED_TYPES:
-            return
-        if len(self._requests) < MAX_ENTRIES:
-            self._requests.append((request, datetime.now(UTC)))
-        else:
-            self.unrecorded += 1
-
-    def _on_finished(self, request: Request) -> None:
-        self._finished.add(request)
+        super().__init__(page, options, _UNRECORDED_TYPES)
+        self._forms = [form.encode() for form in self.secrets.forms]
 
     async def exchanges(self) -> list[Exchange]:
         """What the page requested and was answered so far, secrets redacted, in the order it asked."""
         self.switch_off()
-        found = await asyncio.gather(*(self._exchange(request, when) for request, when in self._requests))
+        found = await asyncio.gather(*(self._exchange(request, datetime.fromtimestamp(when, UTC))
+                                       for request, when in self.requests))
         return [exchange for exchange in found if exchange is not None]
 
     def _clean(self, data: bytes) -> bytes:
@@ -73,18 +49,9 @@ class ArchiveRecorder:
         return self._clean(text.encode()).decode("utf-8", "replace")
 
     def _sent(self, headers: list[dict[str, str]]) -> list[tuple[str, str]]:
-        kept = []
-        for header in headers:
-            name, value = header["name"], header["value"]
-            if name.startswith(":"):
-                continue  # HTTP/2's pseudo-headers: the request line says them
-            if name.lower() in self._secret_headers:
-                value = REDACTED
-            elif name.lower() == "cookie":
-                value = "; ".join(f"{k}={REDACTED}" if k in self._secret_cookies else f"{k}={v}"
-                                  for k, _, v in (part.strip().partition("=") for part in value.split(";")))
-            kept.append((name, self._text(value)))
-        return kept
+        """The request's headers, the caller's secrets redacted; HTTP/2's pseudo-headers left to the request line."""
+        return [(header["name"], self._text(self.secrets.sent_value(header["name"], header["value"])))
+                for header in headers if not header["name"].startswith(":")]
 
     async def _exchange(self, request: Request, when: datetime) -> Exchange | None:
         response = await quietly(request.response(), None)
@@ -92,7 +59,7 @@ class ArchiveRecorder:
             return None  # refused (the egress's own answer), failed or not answered in time: nothing to replay
         redirect = 300 <= response.status < 400
         body = b""
-        if not redirect and request in self._finished:
+        if not redirect and request in self.finished:
             body = await quietly(response.body(), None) or b""
         headers = await quietly(request.headers_array(), [])
         answered = await quietly(response.headers_array(), [])

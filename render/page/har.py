@@ -18,60 +18,22 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Request, Response
 
 from render.browser.tabs import Tab
 from render.contract.options import TakeOptions
+from render.page.recording import MAX_ENTRIES, REDACTED, RequestLog, quietly
 
 HELPER = "har"
-REDACTED = "[redacted]"
-MAX_ENTRIES = 5000  # requests recorded per capture; later ones are counted in the log's comment
 TEXT_TYPES = ("text/", "application/json", "application/javascript", "application/xml", "image/svg+xml",
               "application/x-javascript", "application/ld+json", "application/manifest+json")
-MIN_SECRET_LENGTH = 4  # shorter secrets are redacted where they are named (headers, cookies) but not searched for
 _NAVIGATION_TIMINGS = """() => {
   const entry = performance.getEntriesByType('navigation')[0];
   return entry ? [entry.domContentLoadedEventStart, entry.loadEventStart] : [-1, -1];
 }"""
-
-
-def caller_secrets(options: TakeOptions) -> tuple[set[str], set[str], set[str]]:
-    """(header names whose values are the caller's, cookie names the caller set, secret strings to search for)."""
-    headers = {line.partition(":")[0].strip().lower() for line in options.headers if ":" in line}
-    if options.authorization:
-        headers.add("authorization")
-    cookies = {entry.partition("=")[0].strip() for entry in options.cookies}
-    strings = {line.partition(":")[2].strip() for line in options.headers if ":" in line}
-    strings |= {entry.partition("=")[2].partition(";")[0].strip() for entry in options.cookies}
-    if options.authorization:
-        strings |= {options.authorization, options.authorization.partition(" ")[2]}
-    for url in (options.url, options.proxy):
-        parts = urlsplit(url or "")
-        if parts.password:
-            user, password = unquote(parts.username or ""), unquote(parts.password)
-            strings |= {user, password, f"{user}:{password}"}  # the last, base64-encoded, is the Basic token
-    return headers, cookies, {s for s in strings if len(s) >= MIN_SECRET_LENGTH}
-
-
-MIN_ENCODED_LENGTH = 8  # base64 runs shorter than this are not searched for: they would match at random
-
-
-def secret_forms(secret: str) -> set[str]:
-    """Every form a secret may take in a HAR: itself, percent-encoded, and base64-encoded (both alphabets) at
-    each of the three alignments it may have inside a longer encoded text, as the run of characters that
-    depends on the secret alone."""
-    forms = {secret, quote(secret, safe=""), quote_plus(secret)}
-    raw = secret.encode()
-    for offset in range(3):
-        whole = offset + len(raw)
-        encoded = base64.b64encode(b"\0" * offset + raw + b"\0" * (-whole % 3)).decode()
-        core = encoded[4 if offset else 0:(whole // 3) * 4]
-        if len(core) >= MIN_ENCODED_LENGTH:
-            forms |= {core, core.replace("+", "-").replace("/", "_")}
-    return forms
 
 
 def _iso(epoch_ms: float) -> str:
@@ -102,38 +64,14 @@ def har_timings(timing: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-class HarRecorder:
+class HarRecorder(RequestLog):
     """Every request of one job's page, made into HAR when the capture is done."""
 
     def __init__(self, page: Page, options: TakeOptions, max_bytes: int) -> None:
-        self._page = page
+        super().__init__(page, options)
         self._embed = options.har_content == "embed"
         self._max_bytes = max_bytes
-        self._secret_headers, self._secret_cookies, secrets = caller_secrets(options)
-        self._secret_strings = {form for secret in secrets for form in secret_forms(secret)}
-        self._requests: list[Request] = []
-        self._ended: set[Request] = set()
         self._started = time.time() * 1000
-        self.unrecorded = 0
-        self._listening = [("request", self._on_request), ("requestfinished", self._on_end),
-                           ("requestfailed", self._on_end)]
-        for event, handler in self._listening:
-            page.on(event, handler)  # type: ignore[call-overload]
-
-    def switch_off(self) -> None:
-        """Stop recording (the page may serve another job); may be called more than once."""
-        for event, handler in self._listening:
-            self._page.remove_listener(event, handler)
-        self._listening = []
-
-    def _on_request(self, request: Request) -> None:
-        if len(self._requests) < MAX_ENTRIES:
-            self._requests.append(request)
-        else:
-            self.unrecorded += 1
-
-    def _on_end(self, request: Request) -> None:
-        self._ended.add(request)
 
     async def har(self, chromium: str, service_version: str) -> bytes:
         """The HAR file of what the page requested so far, within the size bound, secrets redacted."""
@@ -143,7 +81,7 @@ class HarRecorder:
         with contextlib.suppress(PlaywrightError):
             title = await self._page.title()
             on_content_load, on_load = await self._page.evaluate(_NAVIGATION_TIMINGS)
-        entries = list(await asyncio.gather(*(self._entry(request) for request in self._requests)))
+        entries = list(await asyncio.gather(*(self._entry(request) for request, _ in self.requests)))
         page = {"startedDateTime": _iso(self._started), "id": "page_1", "title": title,
                 "pageTimings": {"onContentLoad": round(on_content_load, 3), "onLoad": round(on_load, 3)}}
         log: dict[str, Any] = {
@@ -181,7 +119,7 @@ class HarRecorder:
         if notes:
             log["comment"] = "; ".join(notes)
         text = json.dumps({"log": log}, ensure_ascii=False)
-        for secret in sorted(self._secret_strings, key=len, reverse=True):  # wherever it shows, bodies included
+        for secret in self.secrets.forms:  # wherever it shows, bodies included
             text = text.replace(json.dumps(secret, ensure_ascii=False)[1:-1], REDACTED)
         return text.encode()
 
@@ -189,12 +127,7 @@ class HarRecorder:
         redacted = []
         for header in headers:
             name, value = header["name"], header["value"]
-            if sent and name.lower() in self._secret_headers:
-                value = REDACTED
-            elif sent and name.lower() == "cookie":
-                value = "; ".join(f"{k}={REDACTED}" if k in self._secret_cookies else f"{k}={v}"
-                                  for k, _, v in (part.strip().partition("=") for part in value.split(";")))
-            redacted.append({"name": name, "value": value})
+            redacted.append({"name": name, "value": self.secrets.sent_value(name, value) if sent else value})
         return redacted
 
     def _cookies(self, header: str | None) -> list[dict[str, str]]:
@@ -202,11 +135,11 @@ class HarRecorder:
         for part in (header or "").split(";"):
             name, separator, value = part.strip().partition("=")
             if separator:
-                cookies.append({"name": name, "value": REDACTED if name in self._secret_cookies else value})
+                cookies.append({"name": name, "value": REDACTED if name in self.secrets.cookies else value})
         return cookies
 
     async def _entry(self, request: Request) -> dict[str, Any]:
-        ended = request in self._ended
+        ended = request in self.finished or request in self.failed
         headers = await quietly(request.headers_array(), [])
         response = await quietly(request.response(), None) if ended else None
         timing: dict[str, float] = dict(request.timing)  # type: ignore[arg-type]  # a TypedDict of floats
@@ -241,7 +174,7 @@ class HarRecorder:
 
     async def _response(self, request: Request, response: Response | None, sizes: dict[str, int]) -> dict[str, Any]:
         if response is None:
-            failure = request.failure if request in self._ended else None
+            failure = request.failure if request in self.failed or request in self.finished else None
             return {"status": 0, "statusText": "", "httpVersion": "", "cookies": [], "headers": [],
                     "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1, "bodySize": -1,
                     "_error": failure or "no answer before the capture"}
@@ -254,7 +187,7 @@ class HarRecorder:
                 content["size"] = len(body)
                 if mime.split(";")[0].strip().lower().startswith(TEXT_TYPES):
                     content["text"] = body.decode("utf-8", "replace")  # redacted as text when serialised
-                elif any(form.encode() in body for form in self._secret_strings):
+                elif any(form.encode() in body for form in self.secrets.forms):
                     content["comment"] = "body left out: it holds a secret of the request (redacted)"
                 else:
                     content["text"], content["encoding"] = base64.b64encode(body).decode(), "base64"
@@ -263,14 +196,6 @@ class HarRecorder:
                 "cookies": [], "headers": self._headers(headers, sent=False), "content": content,
                 "redirectURL": next((h["value"] for h in headers if h["name"].lower() == "location"), ""),
                 "headersSize": sizes.get("responseHeadersSize", -1), "bodySize": sizes.get("responseBodySize", -1)}
-
-
-async def quietly(call: Any, fallback: Any) -> Any:
-    """What a Playwright call answers, or `fallback` when the request or page is gone (or it takes too long)."""
-    try:
-        return await asyncio.wait_for(call, 5)
-    except (PlaywrightError, TimeoutError):
-        return fallback
 
 
 def record(tab: Tab, options: TakeOptions, max_bytes: int) -> HarRecorder | None:

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from warcio.archiveiterator import ArchiveIterator
 
 from render.contract import archives, certificates
-from render.page.har import secret_forms
+from render.page.recording import secret_forms
 from tests.conftest import Org
 from tests.support.archive_tools import archive_problems, every_byte, run
 from tests.support.site import Site

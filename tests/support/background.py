@@ -181,6 +181,21 @@ def run_typescript_mcp(directory: Path, stopping: threading.Event) -> None:
             mcp_http.wait(10)
 
 
+ARCHIVE_TOOLS_TEST = "test_py_wacz_validates_it"
+
+
+def make_archive_tools(directory: Path, stopping: threading.Event) -> None:
+    """The virtualenvs of the web-archiving field's tools (tests/support/archive_tools.py, replay_tools.py), made
+    with the run: pip's minute overlaps other tests instead of stalling the first that checks a WACZ. Each maker
+    holds its file lock, so a test that needs the tools sooner waits for them there."""
+    from tests.support.archive_tools import archive_tools
+    from tests.support.replay_tools import replay_tools
+
+    archive_tools()
+    replay_tools()
+    keep(directory, "status", "0")
+
+
 @dataclass(frozen=True)
 class Piece:
     name: str  # its directory's
@@ -189,7 +204,7 @@ class Piece:
 
 
 PIECES = (Piece("contract", CONTRACT_TEST, run_contract), Piece("typescript-mcp", TYPESCRIPT_TEST, run_typescript_mcp),
-          Piece("lock", LOCK_TEST, resolve_lock))
+          Piece("lock", LOCK_TEST, resolve_lock), Piece("archive-tools", ARCHIVE_TOOLS_TEST, make_archive_tools))
 
 
 def outcome(base: Path, test: str) -> Outcome:

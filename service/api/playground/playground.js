@@ -414,7 +414,7 @@ async function showResult(response, name) {
     output.append(link);
     if (type === "application/wacz") {
       const note = document.createElement("p");
-      note.textContent = "A web archive: open it in https://replayweb.page, or check it with `screenshot-service verify`.";
+      note.textContent = "A web archive: open it in ReplayWeb.page (replayweb.page), or check it with `screenshot-service verify`.";
       output.append(note);
     }
     return;
