@@ -320,6 +320,37 @@ class Floor:
     def shot(self, scenario: Scenario = SIMPLE) -> Shot:
         return Shot(self.plain._call(self._shot(scenario)))
 
+    def parallel(self, pages: int, shots: int) -> tuple[list[Shot], float]:
+        """The floor's throughput: `shots` simple-page shots by `pages` warm pages of its Chromium, each a context
+        and a DevTools session of its own, in concurrent loops (goto + Page.captureScreenshot); the shots and the
+        wall time. What the service's throughput is measured against as its limit."""
+
+        async def run() -> tuple[list[Shot], float]:
+            contexts = [await self._browser.new_context(viewport=VIEWPORT) for _ in range(pages)]
+            try:
+                warm = []
+                for context in contexts:
+                    page = await context.new_page()
+                    warm.append((page, await context.new_cdp_session(page)))
+
+                async def loop(page: Any, cdp: Any, count: int) -> list[float]:
+                    times = []
+                    for _ in range(count):
+                        started = time.perf_counter()
+                        await page.goto(self.plain.base + SIMPLE.path)
+                        await cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+                        times.append(time.perf_counter() - started)
+                    return times
+
+                started = time.perf_counter()
+                per_page = await asyncio.gather(*(loop(page, cdp, shots // pages) for page, cdp in warm))
+                return [Shot(t) for ts in per_page for t in ts], time.perf_counter() - started
+            finally:
+                for context in contexts:
+                    await context.close()
+
+        return self.plain._call(run())  # type: ignore[no-any-return]
+
 
 async def _new_key(redis_url: str) -> str:
     connection = aioredis.Redis.from_url(redis_url)
@@ -461,16 +492,19 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
             print(f"the plain script's Chromium refused a shot, taken again: {failure}", flush=True)
         # Throughput: the plain script with 2 and with 4 concurrent loops (its best counts), the service with
         # 4 clients; two alternating rounds each.
-        runs: dict[str, list[tuple[list[Shot], float]]] = {"plain 2": [], "plain 4": [], "service": []}
+        runs: dict[str, list[tuple[list[Shot], float]]] = {"plain 2": [], "plain 4": [], "floor 4": [],
+                                                           "service": []}
         spent: Counter[str] = Counter()  # the service's CPU over its parallel rounds, by part
         for _ in range(PARALLEL_ROUNDS):
             runs["plain 2"].append(plain.parallel(2, shots))
             runs["plain 4"].append(plain.parallel(PARALLEL_CLIENTS, shots))
+            runs["floor 4"].append(floor.parallel(PARALLEL_CLIENTS, shots * 2))
             before = cpu_seconds(service.pids, service.redis_pid)
             runs["service"].append(service.parallel(PARALLEL_CLIENTS, shots * 2))
             spent += cpu_seconds(service.pids, service.redis_pid) - before
             memory = worker_memory(service.worker_pids)  # right after the load, before anything is released
         names = {"plain 2": "plain script, 2 in parallel", "plain 4": f"plain script, {PARALLEL_CLIENTS} in parallel",
+                 "floor 4": f"floor, {PARALLEL_CLIENTS} warm pages in parallel",
                  "service": f"service, {PARALLEL_CLIENTS} clients"}
         for run, rounds in runs.items():
             stats[f"parallel {run}"] = Stats.of(names[run], [shot for got, _ in rounds for shot in got],
@@ -562,6 +596,8 @@ def main() -> None:
     simple = stats[f"service {SIMPLE.name}"]
     print(f"throughput, service ({PARALLEL_CLIENTS} clients) / plain's best ({plain_best.name}): "
           f"{stats['parallel service'].shots_per_second / plain_best.shots_per_second:.2f}x")
+    print(f"throughput, service ({PARALLEL_CLIENTS} clients) / the floor's ({PARALLEL_CLIENTS} warm pages in "
+          f"parallel): {stats['parallel service'].shots_per_second / stats['parallel floor 4'].shots_per_second:.2f}x")
     cpu = memory["cpu_ms_per_capture"]
     available = (os.cpu_count() or 1) * 1000 / stats["parallel service"].shots_per_second
     print("CPU per capture under the parallel load (ms): " + ", ".join(  # type: ignore[union-attr]
