@@ -279,15 +279,15 @@ class RenderSettings(BaseSettings):
         "left out, largest first, then the latest entries; the HAR's comment says what was left out."))
     archive_max_bytes: int = Field(
         50 * 1024 * 1024, ge=64 * 1024, description=(
-        "Most bytes of bodies in the web archive of `archive=true` (at least 65536): past it bodies are left out, "
-        "largest first, their records marked `WARC-Truncated`, and the answer's `x-service-archive-truncated` says "
-        "how many."))
+        "Most bytes of bodies in the web archive of `archive=true` and `format=wacz` (at least 65536): past it "
+        "bodies are left out, largest first, their records marked `WARC-Truncated`, and the answer's "
+        "`x-service-archive-truncated` says how many."))
     archive_key_file: str = Field(
         "", json_schema_extra={"shown_default": "none: generated once, kept in Redis"}, description=(
-        "ECDSA P-384 private key (PKCS#8 PEM, unencrypted) that signs the WACZ of `archive=true`; every API and "
-        "worker reads the same file. Unset: the first process that needs one makes it and keeps it in Redis "
-        "(`config:archive_key`). `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out archive.pem` "
-        "makes one; `GET /v1/screenshot/archive/public-key` publishes its public half."))
+        "ECDSA P-384 private key (PKCS#8 PEM, unencrypted) that signs the WACZ of `archive=true` and `format=wacz`; "
+        "every API and worker reads the same file. Unset: the first process that needs one makes it and keeps it in "
+        "Redis (`config:archive_key`). `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out "
+        "archive.pem` makes one; `GET /v1/screenshot/archive/public-key` publishes its public half."))
     certify_key_file: str = Field(
         "", json_schema_extra={"shown_default": "none: generated once, kept in Redis"}, description=(
         "Ed25519 private key (PKCS#8 PEM, unencrypted) that `certify=true` signs with; every API and worker reads "

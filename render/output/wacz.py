@@ -114,7 +114,7 @@ class _Writer:
     def _write(self, record: object, entry: dict[str, object] | None, key: str, when: datetime,
                compressed: bool = False) -> None:
         """The record gzipped as a member of its own; `compressed` payloads (JPEG, WOFF2, ...) are stored in it, as
-        deflating them again gains nothing and cost most of a heavy page's packing (60 of 110 ms for 3.7 MB)."""
+        deflating them again gains nothing and costs most of an image-heavy page's packing."""
         offset = self.out.tell()
         self._record.seek(0)
         self._record.truncate()

@@ -111,11 +111,17 @@ def test_a_capture_s_archive_holds_its_traffic_and_view_signed_and_valid(
     assert found[f"urn:view:{final}"] == ("resource", None, shot)
     pages = [json.loads(line) for line in zipfile.ZipFile(made).read("pages/pages.jsonl").splitlines()]
     assert (pages[1]["url"], pages[1]["title"]) == (final, "traffic")
-    # No secret of the caller in any form, anywhere in it.
-    everything = every_byte(data)
-    for secret in SECRETS:
-        for form in secret_forms(secret):
-            assert form.encode() not in everything, (secret, form)
+    # No secret of the caller in any form, anywhere in it, nor in the archive format=wacz answers.
+    answered = client.get("/v1/screenshot/take", params={
+        "access_key": org.access_key, "url": page, "format": "wacz", "viewport_width": "400",
+        "viewport_height": "300", "cookies": "session=s3cr3t-cookie", "authorization": "Bearer s3cr3t-token",
+        "headers": "X-Api-Token: s3cr3t-header"})
+    assert answered.status_code == 200, answered.text
+    for everything in (every_byte(data), every_byte(answered.content)):
+        assert b"[redacted]" in everything  # the secrets were sent, and replaced
+        for secret in SECRETS:
+            for form in secret_forms(secret):
+                assert form.encode() not in everything, (secret, form)
 
 
 def test_archive_is_for_images_and_pdf(client: httpx.Client, org: Org) -> None:
@@ -233,3 +239,30 @@ def test_an_archive_link_opens_only_the_archive_it_was_signed_for(client: httpx.
     assert forged != links[0]
     for refused in (client.get(forged), client.get(links[0].replace("-archive.wacz", "-har.har"))):
         assert refused.status_code == 400 and refused.json()["error_code"] == "signature_is_not_valid"
+
+
+def test_concurrent_archives_are_each_whole_and_charged_once_within_the_limit(client: httpx.Client, make_org,  # type: ignore[no-untyped-def]
+                                                                              site: Site) -> None:
+    """Four format=wacz captures at once for an organisation allowed two: those past its concurrency are refused
+    uncharged (concurrency_limit_reached); each answered archive is valid, holds its own page only, and is charged
+    once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    org = make_org(concurrency=2)
+    pages = [site.url(f"/evidence/traffic.html?n={n}") for n in range(4)]
+
+    def take(url: str) -> httpx.Response:
+        return client.get("/v1/screenshot/take", params={"access_key": org.access_key, "url": url, "format": "wacz",
+                                                         "viewport_width": "400", "viewport_height": "300"})
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(take, pages))
+    done = [(url, answer) for url, answer in zip(pages, answers, strict=True) if answer.status_code == 200]
+    refused = [answer for answer in answers if answer.status_code != 200]
+    assert done and all(answer.json()["error_code"] == "concurrency_limit_reached" for answer in refused), \
+        [answer.text[:200] for answer in refused]
+    for url, answer in done:
+        assert archive_problems(answer.content) == []
+        index = zipfile.ZipFile(io.BytesIO(answer.content)).read("indexes/index.cdx").decode()
+        assert url in index and not [other for other in pages if other != url and f'"{other}"' in index]
+    assert usage_of(client, org) == len(done)

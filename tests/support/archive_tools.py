@@ -19,18 +19,24 @@ PINNED = ("wacz==0.6.0", "warcio==1.8.1", "cdxj-indexer==1.5.0", "setuptools<81"
 VENV = ROOT / "var" / "archive-tools"
 
 
-def archive_tools() -> Path:
-    """The tools' bin directory, the virtualenv made (once, under a lock: xdist's workers share it) if missing."""
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    stamp = VENV / "pinned.txt"
-    with (VENV.parent / "archive-tools.lock").open("w") as lock:
+def pinned_venv(venv: Path, pinned: tuple[str, ...]) -> Path:
+    """`venv`'s bin directory, the virtualenv made with exactly `pinned` (once, under a lock beside it: xdist's
+    workers and the run's background share it) when it is missing or was made with other pins."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    stamp = venv / "pinned.txt"
+    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != "\n".join(PINNED):
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                            *PINNED], check=True)
-            stamp.write_text("\n".join(PINNED))
-    return VENV / "bin"
+        if not stamp.exists() or stamp.read_text() != "\n".join(pinned):
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+                            *pinned], check=True)
+            stamp.write_text("\n".join(pinned))
+    return venv / "bin"
+
+
+def archive_tools() -> Path:
+    """The tools' bin directory (their virtualenv made if missing)."""
+    return pinned_venv(VENV, PINNED)
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

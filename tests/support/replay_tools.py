@@ -10,16 +10,15 @@ through pywb's own CA, which the browser is told to accept.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+from tests.support.archive_tools import pinned_venv
 from tests.support.servers import ROOT
 
 PINNED = ("pywb==2.10.0",)
@@ -28,17 +27,8 @@ COLLECTION = "archived"
 
 
 def replay_tools() -> Path:
-    """pywb's bin directory, the virtualenv made (once, under a lock: xdist's workers share it) if missing."""
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    stamp = VENV / "pinned.txt"
-    with (VENV.parent / "replay-tools.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != "\n".join(PINNED):
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                            *PINNED], check=True)
-            stamp.write_text("\n".join(PINNED))
-    return VENV / "bin"
+    """pywb's bin directory (its virtualenv made if missing)."""
+    return pinned_venv(VENV, PINNED)
 
 
 def _free_port() -> int:
