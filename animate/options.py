@@ -117,6 +117,11 @@ class AnimateOptions(TakeOptions):
         return problems
 
     @property
+    def heavy(self) -> bool:
+        """A recording lasts its duration at least: always heavy (TakeOptions.heavy)."""
+        return True
+
+    @property
     def ratio(self) -> float | None:
         if self.aspect_ratio is None:
             return None

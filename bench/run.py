@@ -9,7 +9,8 @@ shared machine's slow moments fall on all of them. Scenarios: the simple page (P
 WebP), a heavy page (3 MB of images and fonts), full-page captures of 10,000 to 40,000 px pages, the
 simple page with 4 clients in parallel, a page with ads with and without `block_ads`, archive=true against the same
 page without it, a cache hit, fairness
-(a quiet organisation's captures behind another's backlog: bench/fairness.py) and a 5 s scroll recording.
+(a quiet organisation's captures behind another's backlog: bench/fairness.py), the customers' mix at 70% of the
+instance's capacity (small jobs behind big ones: bench/mix.py) and a 5 s scroll recording.
 Prints p50/p95 latency and shots/s for each, the ratios, the time the service spends outside the worker, and
 the worker's memory (Python + Chromium) under load; draws bench/latest.svg.
 
@@ -44,6 +45,8 @@ from playwright.async_api import async_playwright
 from bench.chart import write_chart
 from bench.cpu import cpu_seconds, per_capture_ms
 from bench.fairness import BACKLOG_PER_WORKER, fairness
+from bench.mix import mix
+from bench.mix import report as mix_report
 from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from service.organisations import OrganisationStore
@@ -465,7 +468,8 @@ def blocks(sides: dict[str, Callable[[], Shot]], shots: int, progress: str) -> d
     return taken
 
 
-def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[str, Stats], dict[str, float]]:
+def measure(site: Site, shots: int, workers: int, chromium: str, mix_seconds: float = 0
+            ) -> tuple[dict[str, Stats], dict[str, float]]:
     """Every scenario, both sides alternating; then throughput, alternating rounds; then what only the
     service does. Also the workers' memory right after the service's parallel load."""
     stats: dict[str, Stats] = {}
@@ -514,6 +518,8 @@ def measure(site: Site, shots: int, workers: int, chromium: str) -> tuple[dict[s
             spent, sum(len(got) for got, _ in runs["service"]))
         stats["cache hit"] = Stats.of("service, cache hit", [service.shot(cache="true") for _ in range(shots)])
         stats["fairness"] = fairness(service, service.redis_url, shots)  # type: ignore[assignment]
+        if mix_seconds:
+            stats["mix"] = mix(service, mix_seconds)  # type: ignore[assignment]
         stats["recording"] = Stats.of("service, 5 s 1280x720 scroll mp4", [service.recording() for _ in range(3)])
         stats["recording 60"] = Stats.of("service, 5 s 1280x720 scroll mp4 at 60 fps",
                                          [service.recording(60) for _ in range(3)])
@@ -566,6 +572,8 @@ def main() -> None:
     parser.add_argument("--shots", type=int, default=30, help="captures per scenario (default 30)")
     parser.add_argument("--workers", type=int, default=default_workers(),
                         help="service workers (default: the service's own default, one per core)")
+    parser.add_argument("--mix-seconds", type=float, default=180,
+                        help="the customers' mix under load (bench/mix.py) for this long; 0: not run (default 180)")
     parser.add_argument("--chromium", default=RenderSettings().chromium_path,
                         help="the Chromium both sides run (default: the service's, SCREENSHOT_CHROMIUM_PATH)")
     args = parser.parse_args()
@@ -577,7 +585,7 @@ def main() -> None:
               f"{args.shots} shots "
               f"per scenario each, in alternating blocks of {BLOCK}; then throughput; then the service-only "
               "scenarios ...", flush=True)
-        stats, memory = measure(site, args.shots, args.workers, args.chromium)
+        stats, memory = measure(site, args.shots, args.workers, args.chromium, args.mix_seconds)
     rows = []
     for scenario in SCENARIOS:
         rows += [stats[key] for key in (f"floor {scenario.name}", f"plain {scenario.name}",
@@ -632,6 +640,8 @@ def main() -> None:
           f"({fair['behind_p50'] * 1000:.0f} ms) / alone ({fair['alone_p50'] * 1000:.0f} ms): "
           f"{fair['behind_p50'] / fair['alone_p50']:.2f}x (the backlog {fair['backlog_at_end']:.0f} deep at the end, "
           f"{fair['backlog_jobs_sent']:.0f} jobs sent)")
+    if "mix" in stats:
+        print(mix_report(stats["mix"]))  # type: ignore[arg-type]
     recording = stats["recording"]
     for key, rate in (("recording", 30), ("recording 60", 60)):
         print(f"5 s 1280x720 scroll mp4 at {rate} fps: p50 {stats[key].p50:.2f} s end to end = "
@@ -645,7 +655,7 @@ def main() -> None:
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "latest.json").write_text(json.dumps({"rows": [asdict(r) for r in rows], "memory": memory,
-                                                     "fairness": fair}, indent=2))
+                                                     "fairness": fair, "mix": stats.get("mix")}, indent=2))
 
 
 if __name__ == "__main__":

@@ -376,6 +376,14 @@ class TakeOptions(PageParameters):
         return self.archive or self.format == "wacz"
 
     @property
+    def heavy(self) -> bool:
+        """Expected to take several times a viewport capture: a full page, a PDF, an archive, a delay or a vision
+        provider's answer. Its client waits for it as for any capture; the hand-off lets quick captures that
+        come after it go first for a while (render.queue.lane_scripts.HEAVY)."""
+        return (self.full_page or self.format == "pdf" or self.recorded or self.delay > 0
+                or self.vision_provider_api_key is not None)
+
+    @property
     def file_extension(self) -> str:
         """Extension for stored objects and downloads."""
         return self.output_format.extension

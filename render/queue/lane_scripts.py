@@ -13,10 +13,16 @@ from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, LANE_GROUP, QUEUE_W
 from render.queue.scripts import LuaScript
 
 SYNC, ASYNC = "sync", "async"  # an entry's `answer`: to its waiting API, or finished by its worker
-INTERACTIVE, BATCH = "interactive", "batch"  # its class: a client waits for it, or not
+# Its class: a client waits for it and it is expected to be quick; a client waits for it and it is expected to
+# take long (render.contract.options.TakeOptions.heavy); or no client waits for it.
+INTERACTIVE, HEAVY, BATCH = "interactive", "heavy", "batch"
+CLASSES = (INTERACTIVE, HEAVY, BATCH)
 
 BELL_LENGTH = 64  # tokens kept on a lane's bell: enough to wake every idle worker of a large fleet
 INTERACTIVE_WINDOW_MS = 10_000  # interactive work offered this recently keeps part of the fleet free for more
+# A heavy job goes before quick ones offered up to this long after it, no further: quick work first, heavy work
+# never kept waiting more than this behind it.
+HEAVY_PATIENCE_MS = 1_000
 FLEET_SEEN_SECONDS = 3  # a worker whose heartbeat is this recent counts in the fleet
 QUEUE_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # seconds, for the queue-wait histogram
 
@@ -79,7 +85,7 @@ if redis.call('LLEN', lane .. ':backlog') >= most then
   if mine >= share then return {0, mine, share, redis.call('SADD', lane .. ':noisy', org)} end
 end
 enqueue(lane, class, org, {'answer', ARGV[5], 'reference', ARGV[6], 'job', ARGV[7], 'org', org, 'class', class})
-if class == 'interactive' then redis.call('SET', lane .. ':interactive-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
+if class ~= 'batch' then redis.call('SET', lane .. ':interactive-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
 if #ARGV > 8 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 9))
   redis.call('EXPIRE', KEYS[1], ARGV[8])
@@ -89,7 +95,7 @@ return {1}
 
 TAKE = LuaScript(
     "TAKE",
-    args=["worker", "how often batch takes the turn (every Nth pick while both classes have work)",
+    args=["worker", "how often batch takes the turn (every Nth pick while batch work and a client's both wait)",
           "the share of the fleet kept for interactive work while it comes", "the lanes the worker serves, "
           "the first first ..."],
     returns="{stream, entry id, fields, seconds it waited, 1 if taken under the reserve} for the entry handed to "
@@ -169,19 +175,53 @@ local function pick(lane, class)
   end
 end
 
+-- When the oldest entry not yet handed out of the organisation `pick` would serve next in `class` was offered
+-- (milliseconds, from its id); nil when the class has none waiting.
+local function head_offered(lane, class)
+  local top = redis.call('ZRANGE', lane .. ':ready:' .. class, 0, 0)
+  if #top == 0 then return nil end
+  local stream = lane .. ':' .. class .. ':' .. top[1]
+  local last = '0-0'
+  local groups = redis.pcall('XINFO', 'GROUPS', stream)
+  if type(groups) ~= 'table' or groups.err then return nil end
+  for _, group in ipairs(groups) do
+    local fields = {{}}
+    for j = 1, #group, 2 do fields[group[j]] = group[j + 1] end
+    if fields['name'] == GROUP then last = fields['last-delivered-id'] end
+  end
+  local next_entry = redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', 1)
+  if #next_entry == 0 then return nil end
+  return tonumber(string.match(next_entry[1][1], '^(%d+)'))
+end
+
+-- The classes a client waits for, in the order they are served: quick work first, unless the heavy job next in
+-- turn was offered more than HEAVY_PATIENCE_MS before the quick one next in turn.
+local function foreground(lane)
+  if redis.call('EXISTS', lane .. ':ready:{HEAVY}', lane .. ':ready:{INTERACTIVE}') == 2 then
+    local quick, heavy = head_offered(lane, '{INTERACTIVE}'), head_offered(lane, '{HEAVY}')
+    if quick and heavy and heavy + {HEAVY_PATIENCE_MS} < quick then return {{'{HEAVY}', '{INTERACTIVE}'}} end
+  end
+  return {{'{INTERACTIVE}', '{HEAVY}'}}
+end
+
 for i = 4, #ARGV do
   local lane = ARGV[i]
   local taken = nil
+  local order = foreground(lane)
   if redis.call('EXISTS', lane .. ':ready:{BATCH}') == 1 and not batch_allowed(lane) then
-    taken = pick(lane, '{INTERACTIVE}')
+    taken = pick(lane, order[1]) or pick(lane, order[2])
     held_back = held_back or not taken
   else
-    local first, second = '{INTERACTIVE}', '{BATCH}'
-    if redis.call('EXISTS', lane .. ':ready:' .. first) == 1 and redis.call('EXISTS', lane .. ':ready:' .. second) == 1
+    local waiting_foreground = redis.call('EXISTS', lane .. ':ready:{INTERACTIVE}', lane .. ':ready:{HEAVY}') > 0
+    if waiting_foreground and redis.call('EXISTS', lane .. ':ready:{BATCH}') == 1
        and redis.call('INCR', lane .. ':turn') % batch_every == 0 then
-      first, second = second, first
+      table.insert(order, 1, '{BATCH}')
+    else
+      table.insert(order, '{BATCH}')
     end
-    taken = pick(lane, first) or pick(lane, second)
+    for _, class in ipairs(order) do
+      taken = taken or pick(lane, class)
+    end
   end
   if taken then return taken end
   if redis.call('EXISTS', lane) == 1 then  -- the lane's own stream: jobs queued before the hand-off was fair
@@ -277,7 +317,8 @@ redis.call('XACK', KEYS[1], '{LANE_GROUP}', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], '{LANE_GROUP}', ARGV[2])
 redis.call('SREM', '{HOLDING_PREFIX}' .. ARGV[2], KEYS[1])
-local own = string.match(KEYS[1], ':{INTERACTIVE}:[^:]+$') or string.match(KEYS[1], ':{BATCH}:[^:]+$')
+local own = string.match(KEYS[1], ':{INTERACTIVE}:[^:]+$') or string.match(KEYS[1], ':{HEAVY}:[^:]+$')
+  or string.match(KEYS[1], ':{BATCH}:[^:]+$')
 if own and redis.call('XLEN', KEYS[1]) == 0 then
   local pending = redis.pcall('XPENDING', KEYS[1], '{LANE_GROUP}')
   if type(pending) == 'table' and pending.err == nil and pending[1] == 0 then redis.call('DEL', KEYS[1]) end

@@ -17,7 +17,9 @@ from render.queue.keys import CONSUMERS_KEY, HOLDING_PREFIX, IN_FLIGHT_KEY, LANE
 from render.queue.lane_scripts import (
     ASYNC,
     BATCH,
+    CLASSES,
     DONE,
+    HEAVY,
     INTERACTIVE,
     OFFER,
     START,
@@ -32,9 +34,9 @@ from render.queue.lane_scripts import (
 from render.queue.records import Absences, job_record_ttl
 from render.queue.redis_client import text
 
-__all__ = ["ASYNC", "BATCH", "INTERACTIVE", "OFFER", "SYNC", "WAITING", "Offered", "Start", "Taken"]
+__all__ = ["ASYNC", "BATCH", "HEAVY", "INTERACTIVE", "OFFER", "SYNC", "WAITING", "Offered", "Start", "Taken"]
 log = logging.getLogger(__name__)
-BATCH_EVERY = 4  # while both classes have work, every 4th pick is batch's: a quarter of the fleet at least
+BATCH_EVERY = 4  # while batch work and a client's both wait, every 4th pick is batch's: a quarter of the fleet at least
 SWEEP_BATCH = 100  # pending entries read at once per gone worker and stream
 HELD_BACK_POLL_SECONDS = 0.25  # how soon a worker held back from batch work (for interactive work) looks again
 
@@ -83,7 +85,7 @@ class Taken:
     @property
     def home(self) -> str:
         """The lane the entry belongs to (its stream's lane)."""
-        for job_class in (INTERACTIVE, BATCH):
+        for job_class in CLASSES:
             marker = f":{job_class}:"
             if marker in self.lane:
                 return self.lane.rsplit(marker, 1)[0]

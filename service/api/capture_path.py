@@ -30,7 +30,7 @@ from render.contract.wire import (
     WebhookOrder,
     Work,
 )
-from render.queue import deliveries
+from render.queue import deliveries, lanes
 from render.queue.records import queued_fields
 from service.api import cache
 from service.api.context import AppContext
@@ -84,8 +84,9 @@ async def run_capture(context: AppContext, org: Organisation, options: TakeOptio
                       Waiting(context.dispatcher.reply_channel, deadline=time.time() + options.timeout),
                       webhook_order(context, options))
         with context.metrics.in_flight.track_inprogress():
+            job_class = (lanes.HEAVY if options.heavy else lanes.INTERACTIVE) if interactive else lanes.BATCH
             result = await context.dispatcher.run(job, wait_seconds=options.timeout + grace,
-                                                  record=queued_fields(org.id), interactive=interactive)
+                                                  record=queued_fields(org.id), job_class=job_class)
         settled = result is not None and result.settled
         if result is None:
             result = JobResult(reference, ok=False, error=CaptureTimeout(
@@ -201,7 +202,7 @@ async def run_page_once(context: AppContext, org: Organisation, variants: list[T
                       Waiting(context.dispatcher.reply_channel, deadline=time.time() + timeout))
         for reference in references:
             await context.records.queued(reference, org.id)
-        result = await context.dispatcher.run(job, wait_seconds=timeout + grace, interactive=False)
+        result = await context.dispatcher.run(job, wait_seconds=timeout + grace, job_class=lanes.BATCH)
         if result is None:
             error: ServiceError = CaptureTimeout(f"No worker finished the capture within timeout ({timeout} s).")
             outcomes = [(reference, error) for reference in references]

@@ -23,6 +23,7 @@ from render.contract.errors import InternalError
 from render.contract.wire import JobRequest, JobResult
 from render.queue import lanes
 from render.queue.keys import alive_key, job_key, lane_key, reply_channel, result_key
+from render.queue.lane_scripts import INTERACTIVE
 from render.queue.records import Absences
 from render.queue.redis_client import replicas_have_async
 from service.errors import TemporaryUnavailable, over_share
@@ -112,15 +113,16 @@ class Dispatcher:
         await self._offer_job(job, lanes.ASYNC, lanes.BATCH, None)
 
     async def run(self, job: JobRequest, wait_seconds: float, record: dict[str, str] | None = None, *,
-                  interactive: bool = True) -> JobResult | None:
+                  job_class: str = INTERACTIVE) -> JobResult | None:
         """Offer the job (and write its `record`, when given) and wait; None when no result came within
-        `wait_seconds`. `interactive`: its client waits for it (a bulk entry's does not really: batch work).
+        `wait_seconds`. `job_class`: INTERACTIVE or HEAVY when its client waits for it, BATCH when it does not
+        really (a bulk entry's, a cache refresh's).
         A job still waiting at its deadline is answered by the worker that finally takes it (timeout error);
         the worker also records how the job ended."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[job.reference] = waiter
         try:
-            await self._offer_job(job, lanes.SYNC, lanes.INTERACTIVE if interactive else lanes.BATCH, record)
+            await self._offer_job(job, lanes.SYNC, job_class, record)
             give_up = time.monotonic() + wait_seconds
             while True:
                 left = give_up - time.monotonic()

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from render.queue.lane_scripts import BATCH, INTERACTIVE, QUEUE_WAIT_BUCKETS
+from render.queue.lane_scripts import CLASSES, QUEUE_WAIT_BUCKETS
 
 # No `<name>_created` series beside each counter and histogram: a timestamp per series that scrapers store
 # as a sample of its own and that nothing here reads.
@@ -26,9 +26,10 @@ class SharedCounters(Collector):
 
     def collect(self) -> Iterator[Metric]:
         waits = HistogramMetricFamily("screenshot_queue_wait_seconds", "Time jobs waited in their lane for a "
-                                      "worker, by class (interactive: a client waits; batch: async captures, bulk "
-                                      "entries, monitor runs), all jobs of every API.", labels=["class"])
-        for job_class in (INTERACTIVE, BATCH):
+                                      "worker, by class (interactive: a client waits; heavy: a client waits for a "
+                                      "long capture; batch: async captures, bulk entries, monitor runs), all jobs of "
+                                      "every API.", labels=["class"])
+        for job_class in CLASSES:
             counted = self.waits.get(job_class, {})
             buckets = [(str(float(bound)), counted.get(str(bound), 0.0)) for bound in QUEUE_WAIT_BUCKETS]
             waits.add_metric([job_class], [*buckets, ("+Inf", counted.get("count", 0.0))],

@@ -1,6 +1,6 @@
 """The fairness of the hand-off (render.queue.lanes) on a real redis-server: which job a free worker is handed
-(organisations in turn, each one's own jobs in order, interactive before batch without starving batch), and who
-may add a job to a full lane (each organisation its share)."""
+(organisations in turn, each one's own jobs in order, interactive before batch without starving batch, quick before
+heavy without keeping heavy waiting long), and who may add a job to a full lane (each organisation its share)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from render.queue.redis_client import text
 from tests.support.jobs import waiting_job
 from tests.unit.test_lanes import offer
 
-INTERACTIVE, BATCH = lanes.INTERACTIVE, lanes.BATCH
+INTERACTIVE, HEAVY, BATCH = lanes.INTERACTIVE, lanes.HEAVY, lanes.BATCH
 
 
 def handed_out(connection: redis.Redis, count: int | None = None) -> list[str]:
@@ -75,6 +75,43 @@ def test_interactive_work_goes_first_and_batch_work_still_gets_every_fourth_turn
     assert max(len(run) for run in runs) <= lanes.BATCH_EVERY - 1, first
 
 
+def test_quick_captures_go_before_heavy_ones_for_a_while_and_no_longer(connection: redis.Redis) -> None:
+    import time
+
+    from render.queue.lane_scripts import HEAVY_PATIENCE_MS
+
+    for n in range(2):
+        offer(connection, f"heavy-{n}", org="o", job_class=HEAVY)
+    offer(connection, "batch-0", org="o", job_class=BATCH)
+    for n in range(2):
+        offer(connection, f"quick-{n}", org="o", job_class=INTERACTIVE)
+    offer(connection, "quick-other", org="other", job_class=INTERACTIVE)
+    assert handed_out(connection) == ["quick-0", "quick-other", "quick-1", "batch-0", "heavy-0", "heavy-1"], \
+        "offered just before them, the heavy ones wait; batch keeps its every fourth turn"
+
+    offer(connection, "heavy-old", org="o", job_class=HEAVY)
+    time.sleep(HEAVY_PATIENCE_MS / 1000 + 0.1)
+    offer(connection, "quick-late", org="other", job_class=INTERACTIVE)
+    assert handed_out(connection) == ["heavy-old", "quick-late"], "a heavy job waits its patience, no longer"
+
+
+def test_a_heavy_capture_keeps_the_interactive_reserve_as_a_quick_one_does(connection: redis.Redis) -> None:
+    import time
+
+    from render.queue.keys import WORKERS_SEEN_KEY
+
+    connection.zadd(WORKERS_SEEN_KEY, {"w1": time.time(), "w2": time.time()})
+    for n in range(2):
+        offer(connection, f"batch-{n}", org="noisy", job_class=BATCH)
+    offer(connection, "heavy", org="quiet", job_class=HEAVY)
+    [first] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.5)
+    [second] = lanes.take(connection, "w2", [LANE_KEY], None, interactive_reserve=0.5)
+    assert (first.reference, second.reference) == ("heavy", "batch-0") and second.reserved
+    lanes.done(connection, "w1", first)
+    assert lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.5) == [], "kept for a client"
+    assert first.home == LANE_KEY and first.job_class == HEAVY
+
+
 def test_a_full_lane_is_shared_fairly_and_refuses_only_whoever_has_its_share(connection: redis.Redis) -> None:
     room = 12
     assert [offer(connection, f"a-{n}", org="a", room=room) for n in range(room)] == [1] * room
@@ -101,10 +138,11 @@ def test_a_full_lane_is_shared_fairly_and_refuses_only_whoever_has_its_share(con
 
 def test_each_hand_off_counts_the_wait_of_its_class(connection: redis.Redis) -> None:
     offer(connection, "i", job_class=INTERACTIVE)
+    offer(connection, "h", job_class=HEAVY)
     offer(connection, "b", job_class=BATCH)
     taken = handed_out(connection)
-    assert taken == ["i", "b"]
-    for job_class in (INTERACTIVE, BATCH):
+    assert taken == ["i", "h", "b"]
+    for job_class in (INTERACTIVE, HEAVY, BATCH):
         histogram = {text(k): float(v) for k, v in connection.hgetall(QUEUE_WAIT_PREFIX + job_class).items()}
         assert histogram["count"] == 1 and 0 <= histogram["sum"] < 5 and histogram["60"] == 1
 

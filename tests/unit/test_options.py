@@ -163,3 +163,19 @@ def test_other_resource_statuses_are_refused(raw: Any) -> None:
 
 def test_an_expression_is_bounded() -> None:
     assert "at most 10000" in problems({"url": URL, "wait_for_expression": "1" * 10001})["wait_for_expression"]
+
+
+@pytest.mark.parametrize(("params", "heavy"), [
+    ({}, False), ({"format": "webp", "block_ads": "true"}, False), ({"format": "html"}, False),
+    ({"full_page": "true"}, True), ({"format": "pdf"}, True), ({"archive": "true"}, True),
+    ({"format": "wacz"}, True), ({"delay": "2"}, True), ({"vision_provider_api_key": "sk-test"}, True),
+], ids=repr)
+def test_captures_expected_to_take_long_are_heavy(params: dict[str, Any], heavy: bool) -> None:
+    """The hand-off lets quick captures go before heavy ones for a while (render.queue.lane_scripts.HEAVY)."""
+    assert parse_take_options({"url": URL, **params}).heavy is heavy
+
+
+def test_every_recording_is_heavy() -> None:
+    from animate.options import parse_animate_options
+
+    assert parse_animate_options({"url": URL, "duration": "1"}).heavy

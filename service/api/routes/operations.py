@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from render.queue.keys import COUNTERS_KEY, QUEUE_WAIT_PREFIX, WORKERS_BUSY_KEY, WORKERS_SEEN_KEY
-from render.queue.lane_scripts import BATCH, INTERACTIVE
+from render.queue.lane_scripts import CLASSES
 from render.queue.redis_client import text
 from service.api import error_reference, openapi
 from service.api.context import AppContext
@@ -87,6 +87,6 @@ async def metrics(request: Request) -> Response:
     shared = await context.redis.hgetall(COUNTERS_KEY)
     context.metrics.shared.snapshot = {text(k): int(v) for k, v in shared.items()}
     context.metrics.shared.waits = {job_class: {text(k): float(v) for k, v in (
-        await context.redis.hgetall(QUEUE_WAIT_PREFIX + job_class)).items()} for job_class in (INTERACTIVE, BATCH)}
+        await context.redis.hgetall(QUEUE_WAIT_PREFIX + job_class)).items()} for job_class in CLASSES}
     context.metrics.shared.backlog = await backlog(context)
     return Response(generate_latest(context.metrics.registry), media_type=CONTENT_TYPE_LATEST)
