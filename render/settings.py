@@ -129,9 +129,10 @@ class RenderSettings(BaseSettings):
         0.25, ge=0, le=0.9, description=(
         "The share of the workers kept free for interactive captures (those a client waits for: sync `/take` and "
         "`/animate`, `/compare`) while they keep coming (one within the last 10 s): batch work (async captures, bulk "
-        "entries, monitor runs) may then occupy the rest only. At least one worker when there are two or more, never "
-        "all of them; 0 lets batch take every worker. See [sharing one "
-        "deployment](operating.md#sharing-one-deployment)."))
+        "entries, monitor runs) may then occupy the rest only. Likewise for quick captures (those not heavy: a full "
+        "page, a PDF, an archive, a delay, vision, a recording): while they keep coming, heavy and batch work together "
+        "may occupy the rest only. At least one worker when there are two or more, never all of them; 0 lets batch "
+        "and heavy work take every worker. See [sharing one deployment](operating.md#sharing-one-deployment)."))
     pin_batch_work: bool = Field(
         True, description=(
         "While that reserve is in force, a worker renders batch work on the machine's CPUs but the reserve's share "

@@ -86,6 +86,7 @@ if redis.call('LLEN', lane .. ':backlog') >= most then
 end
 enqueue(lane, class, org, {'answer', ARGV[5], 'reference', ARGV[6], 'job', ARGV[7], 'org', org, 'class', class})
 if class ~= 'batch' then redis.call('SET', lane .. ':interactive-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
+if class == 'interactive' then redis.call('SET', lane .. ':quick-seen', '1', 'PX', INTERACTIVE_WINDOW_MS) end
 if #ARGV > 8 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 9))
   redis.call('EXPIRE', KEYS[1], ARGV[8])
@@ -96,11 +97,12 @@ return {1}
 TAKE = LuaScript(
     "TAKE",
     args=["worker", "how often batch takes the turn (every Nth pick while batch work and a client's both wait)",
-          "the share of the fleet kept for interactive work while it comes", "the lanes the worker serves, "
+          "the share of the fleet kept for interactive work while it comes (for quick work, from heavy work too)",
+          "the lanes the worker serves, "
           "the first first ..."],
     returns="{stream, entry id, fields, seconds it waited, 1 if taken under the reserve} for the entry handed to "
-            "the worker; {0} when only batch work waits and it is held back for interactive work; {} when every "
-            "lane is empty",
+            "the worker; {0} when only batch or heavy work waits and it is held back (the reserve kept for a client's "
+            "work); {} when every lane is empty",
     body=_COMMON + f"""
 local worker, batch_every, reserve_share = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local held_back = false
@@ -114,9 +116,16 @@ local function reserve_now(lane)
   local fleet = redis.call('ZCOUNT', '{WORKERS_SEEN_KEY}', now - {FLEET_SEEN_SECONDS}, '+inf')
   return math.max(0, math.min(math.max(1, math.floor(fleet * reserve_share)), fleet - 1)), fleet
 end
+-- While quick captures come, heavy and batch work together may occupy the fleet but the reserve, too.
+local function slow_allowed(lane)
+  local reserve, fleet = reserve_now(lane)
+  if reserve <= 0 or redis.call('EXISTS', lane .. ':quick-seen') == 0 then return true end
+  return num(redis.call('GET', lane .. ':running:{BATCH}')) + num(redis.call('GET', lane .. ':running:{HEAVY}'))
+    < fleet - reserve
+end
 local function batch_allowed(lane)
   local reserve, fleet = reserve_now(lane)
-  return reserve <= 0 or num(redis.call('GET', lane .. ':running:{BATCH}')) < fleet - reserve
+  return reserve <= 0 or (num(redis.call('GET', lane .. ':running:{BATCH}')) < fleet - reserve and slow_allowed(lane))
 end
 local BUCKETS = {{{", ".join(str(b) for b in QUEUE_WAIT_BUCKETS)}}}
 
@@ -163,7 +172,7 @@ local function pick(lane, class)
         redis.call('ZREM', ready, org)
       end
       held(stream)
-      if class == '{BATCH}' then redis.call('INCR', lane .. ':running:{BATCH}') end
+      if class ~= '{INTERACTIVE}' then redis.call('INCR', lane .. ':running:' .. class) end
       -- A batch job taken while the reserve is in force is told so (the worker keeps it off the reserve's CPUs).
       local reserved = (class == '{BATCH}' and reserve_now(lane) > 0) and 1 or 0
       return {{stream, entry[1], entry[2], waited(class, entry[1]), reserved}}
@@ -208,8 +217,13 @@ for i = 4, #ARGV do
   local lane = ARGV[i]
   local taken = nil
   local order = foreground(lane)
+  -- Heavy work held back while quick captures come and slow work occupies all but the reserve.
+  local heavy_held = redis.call('EXISTS', lane .. ':ready:{HEAVY}') == 1 and not slow_allowed(lane)
+  if heavy_held then order = {{'{INTERACTIVE}'}} end
   if redis.call('EXISTS', lane .. ':ready:{BATCH}') == 1 and not batch_allowed(lane) then
-    taken = pick(lane, order[1]) or pick(lane, order[2])
+    for _, class in ipairs(order) do
+      taken = taken or pick(lane, class)
+    end
     held_back = held_back or not taken
   else
     local waiting_foreground = redis.call('EXISTS', lane .. ':ready:{INTERACTIVE}', lane .. ':ready:{HEAVY}') > 0
@@ -223,6 +237,7 @@ for i = 4, #ARGV do
       taken = taken or pick(lane, class)
     end
   end
+  held_back = held_back or (heavy_held and not taken)
   if taken then return taken end
   if redis.call('EXISTS', lane) == 1 then  -- the lane's own stream: jobs queued before the hand-off was fair
     local entry = read(lane)
@@ -310,8 +325,8 @@ DONE = LuaScript(
     "DONE", keys=["the stream"], args=["entry id", "worker", "the entry's class", "the stream's lane"],
     returns="1: the entry is off its stream (which goes when empty); the worker holds nothing there any more",
     body=f"""
-if ARGV[3] == '{BATCH}' and redis.call('DECR', ARGV[4] .. ':running:{BATCH}') < 0 then
-  redis.call('SET', ARGV[4] .. ':running:{BATCH}', 0)
+if ARGV[3] ~= '{INTERACTIVE}' and redis.call('DECR', ARGV[4] .. ':running:' .. ARGV[3]) < 0 then
+  redis.call('SET', ARGV[4] .. ':running:' .. ARGV[3], 0)
 end
 redis.call('XACK', KEYS[1], '{LANE_GROUP}', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
@@ -352,8 +367,9 @@ if #entry == 0 then return 1 end
 local fields = entry[1][2]
 local values = {{}}
 for i = 1, #fields, 2 do values[fields[i]] = fields[i + 1] end
-if values['class'] == '{BATCH}' and redis.call('DECR', lane .. ':running:{BATCH}') < 0 then
-  redis.call('SET', lane .. ':running:{BATCH}', 0)
+local running = lane .. ':running:' .. (values['class'] or '{INTERACTIVE}')
+if values['class'] and values['class'] ~= '{INTERACTIVE}' and redis.call('DECR', running) < 0 then
+  redis.call('SET', running, 0)
 end
 local function again()
   if values['org'] and values['class'] then return enqueue(lane, values['class'], values['org'], fields) end

@@ -191,3 +191,38 @@ def test_while_interactive_work_comes_batch_leaves_a_worker_free_for_it(connecti
     [alone] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25)
     assert alone.reference == "batch-3", "a lone worker is never held back"
     assert not alone.reserved
+
+
+def test_while_quick_captures_come_heavy_and_batch_work_leave_a_worker_free_for_them(
+        connection: redis.Redis) -> None:
+    import time
+
+    from render.queue.keys import WORKERS_SEEN_KEY
+
+    connection.zadd(WORKERS_SEEN_KEY, {"w1": time.time(), "w2": time.time()})
+    offer(connection, "quick", org="o", job_class=INTERACTIVE)
+    for n in range(3):
+        offer(connection, f"heavy-{n}", org="o", job_class=HEAVY)
+    offer(connection, "batch", org="b", job_class=BATCH)
+    [first] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25)
+    [second] = lanes.take(connection, "w2", [LANE_KEY], None, interactive_reserve=0.25)
+    assert (first.reference, second.reference) == ("quick", "heavy-0")
+    lanes.done(connection, "w1", first)
+    assert lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25) == [], \
+        "neither heavy nor batch work takes the last worker while quick captures come"
+    offer(connection, "quick-2", org="o", job_class=INTERACTIVE)
+    [third] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0.25)
+    assert third.reference == "quick-2", "found free"
+    lanes.done(connection, "w1", third)
+    lanes.done(connection, "w2", second)
+    [fourth] = lanes.take(connection, "w2", [LANE_KEY], None, interactive_reserve=0.25)
+    assert fourth.reference == "heavy-1"
+    # No reserve asked for: heavy and batch work take any worker (batch its every fourth turn).
+    [fifth] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0)
+    assert fifth.reference == "batch"
+    lanes.done(connection, "w1", fifth)
+    [sixth] = lanes.take(connection, "w1", [LANE_KEY], None, interactive_reserve=0)
+    assert sixth.reference == "heavy-2"
+    for worker, taken in (("w1", sixth), ("w2", fourth)):
+        lanes.done(connection, worker, taken)
+    assert int(connection.get(f"{LANE_KEY}:running:{HEAVY}") or 0) == 0
