@@ -591,7 +591,8 @@ def main() -> None:
         rows += [stats[key] for key in (f"floor {scenario.name}", f"plain {scenario.name}",
                                         f"without {scenario.name}", f"service {scenario.name}") if key in stats]
     plain_best = max(stats["parallel plain 2"], stats["parallel plain 4"], key=lambda row: row.shots_per_second)
-    rows += [stats["parallel plain 2"], stats["parallel plain 4"], stats["parallel service"], stats["cache hit"],
+    rows += [stats["parallel plain 2"], stats["parallel plain 4"], stats["parallel floor 4"], stats["parallel service"],
+             stats["cache hit"],
              stats["recording"], stats["recording 60"]]
     print()
     print(table(rows))
