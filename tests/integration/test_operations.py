@@ -57,7 +57,9 @@ def test_metrics_show_busy_workers_in_flight_captures_and_the_queue_as_it_is(
     # Earlier checks' jobs may still be finishing (the busy flag clears at the next heartbeat, within 1 s).
     assert poll(lambda: gauges(client), idle) == idle
     org = make_org(concurrency=workers + 1)
-    slow = {"access_key": org.access_key, "url": site.url("/colours.html"), "delay": "4", "response_type": "empty"}
+    # A page that answers after 4 s: quick captures (a `delay` would make them heavy, and heavy ones leave a worker
+    # free while quick ones come: render.queue.lane_scripts), so every worker takes one.
+    slow = {"access_key": org.access_key, "url": site.url("/slow?ms=4000"), "response_type": "empty"}
     with ThreadPoolExecutor(workers + 1) as pool:
         answers = [pool.submit(client.get, "/v1/screenshot/take", params=slow, timeout=60)
                    for _ in range(workers + 1)]
@@ -67,6 +69,18 @@ def test_metrics_show_busy_workers_in_flight_captures_and_the_queue_as_it_is(
         assert seen == busy  # every worker rendering, one capture waiting: what a scaler must see
         assert all(answer.result().status_code == 200 for answer in answers)
     assert poll(lambda: gauges(client), idle) == idle
+    if workers < 2:
+        return
+    # Heavy captures (a delay) just after quick ones: they leave the interactive reserve free (a quarter of the
+    # workers, one at least, never all), so one of them waits although a worker is idle.
+    reserve = min(max(1, int(workers * 0.25)), workers - 1)
+    heavy = {**slow, "url": site.url("/colours.html"), "delay": "3"}
+    with ThreadPoolExecutor(workers) as pool:
+        answers = [pool.submit(client.get, "/v1/screenshot/take", params=heavy, timeout=60) for _ in range(workers)]
+        held = {"screenshot_queue_depth": float(reserve), 'screenshot_workers{state="busy"}': float(workers - reserve),
+                'screenshot_workers{state="idle"}': float(reserve), "screenshot_captures_in_flight": float(workers)}
+        assert poll(lambda: gauges(client), held) == held
+        assert all(answer.result().status_code == 200 for answer in answers)
 
 
 def poll(read: Callable[[], dict[str, float]], wanted: dict[str, float], seconds: float = 20) -> dict[str, float]:
