@@ -33,6 +33,8 @@ RUN python3 -m venv /opt/venv \
         > /tmp/dependencies.txt \
     && /opt/venv/bin/pip install --no-cache-dir -c requirements.lock -r /tmp/dependencies.txt \
     && rm /tmp/dependencies.txt
+# Wheels' shared objects and Playwright's Node.js carry their debugging symbols (adblock's 48 MB are 4 MB
+# without): stripped, as Debian strips its own packages' binaries.
 # block_cookie_banners' rules: DuckDuckGo's autoconsent at the version deploy/npm/package-lock.json pins.
 COPY deploy/npm/package.json deploy/npm/package-lock.json deploy/npm/
 RUN npm ci --prefix deploy/npm --ignore-scripts --no-audit --no-fund --loglevel=error && npm cache clean --force
@@ -40,7 +42,10 @@ COPY service service
 COPY render render
 COPY animate animate
 COPY storage storage
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock .
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock . \
+    && find /opt/venv -type f \( -name '*.so' -o -name '*.so.*' -o -path '*/playwright/driver/node' \) \
+        -exec strip --strip-unneeded {} + \
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
 
 
 FROM debian:bookworm-20251229-slim
@@ -50,6 +55,15 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
+# Files of the system packages that no capture reads, never unpacked (dpkg's path-exclude, as Debian's slim
+# images do): documentation but the licences, manual pages, translations; Mesa's GPU drivers and the LLVM and Z3
+# they compile shaders with, which ffmpeg's libavdevice brings in through libGL (Chromium runs with its GPU off,
+# on its own SwiftShader, and ffmpeg encodes on the CPU); Chromium's Vulkan validation layer, a debugging aid.
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
+        'path-exclude=/usr/lib/*/dri/*' 'path-exclude=/usr/lib/*/libLLVM-*' 'path-exclude=/usr/lib/*/libz3.so*' \
+        'path-exclude=/usr/lib/chromium/libVkLayer_khronos_validation.so' \
+        > /etc/dpkg/dpkg.cfg.d/screenshot-service-excludes
 # System packages through the same script `make run` and `make test` use (Chromium, fonts for Latin,
 # emoji and CJK, ffmpeg, libvips, Redis, the ad lists; plus Python and tini for the image).
 COPY deploy/install-system-packages.sh /tmp/install-system-packages.sh

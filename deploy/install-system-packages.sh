@@ -39,9 +39,10 @@ if [[ "$mode" == "--image-test" ]]; then
   # Podman (runc where crun cannot run: cgroups in hybrid mode) and mmdebstrap for the image's base.
   PACKAGES=(podman runc uidmap mmdebstrap ca-certificates)
 elif [[ "$mode" == "--build" ]]; then
-  # The image's build stage: the virtual environment (every dependency is a wheel) and the consent rules
-  # (npm ci); nothing of it but its results reaches the final image.
-  PACKAGES=(python3 python3-venv ca-certificates npm)
+  # The image's build stage: the virtual environment (every dependency is a wheel, their debugging symbols
+  # stripped with binutils' strip) and the consent rules (npm ci); nothing of it but its results reaches the
+  # final image.
+  PACKAGES=(python3 python3-venv ca-certificates npm binutils)
 elif [[ "$mode" == "--image" ]]; then
   # The image brings its own Python (Debian bookworm's 3.11) and an init that reaps Chromium's zombies.
   PACKAGES+=(python3 tini)

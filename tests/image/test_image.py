@@ -176,6 +176,19 @@ def test_run_in_one_container_as_an_operator_does(image: str, containers: list[s
     assert whole.status_code == 200 and pyvips.Image.new_from_buffer(whole.content, "").height == 3000
     printed = take(base, url=site.url("/article.html"), format="pdf")
     assert printed.status_code == 200 and printed.content.startswith(b"%PDF")
+    # What the image leaves out of its packages (Dockerfile: dpkg's path-exclude, stripped symbols) takes nothing
+    # a capture loads: ffmpeg's video, the ad blocker's engine, libvips's WebP, and every library they link.
+    video = httpx.get(f"{base}/v1/screenshot/animate", params={
+        "access_key": KEY, "url": site.url("/colours.html"), "duration": 1, "viewport_width": 200,
+        "viewport_height": 100}, timeout=120)
+    assert video.status_code == 200 and video.content[4:8] == b"ftyp", video.text[:300]
+    blocked = take(base, url=site.url("/colours.html"), viewport_width=200, viewport_height=100, block_ads="true",
+                   format="webp")
+    assert blocked.status_code == 200 and blocked.content[:4] == b"RIFF", blocked.text[:300]
+    linked = podman("exec", name, "sh", "-c", "ldd /usr/bin/ffmpeg /usr/bin/gs "
+                    "/usr/lib/chromium/chromium-headless-shell $(find /opt/venv -type f -name '*.so*') "
+                    "| grep 'not found' || true")
+    assert not linked.stdout.strip(), linked.stdout
     for asset in ("", "/playground.js", "/watch.js", "/playground.css", "/sdks.json"):  # installed with the code
         assert httpx.get(f"{base}/playground{asset}").status_code == 200, asset
     top = podman("top", name, "pid", "args").stdout.splitlines()[1:]
