@@ -17,7 +17,8 @@ all read them from here; `redis-cli --scan` output can be matched against this l
 | `...:jobs:clock:<class>`, `...:jobs:served:<class>`, `...:jobs:turn` | string, hash, counter | take | forever |
 | `...:jobs:bell` | list | offer (a token), idle workers (pop) | 64 tokens at most |
 | `...:jobs:noisy` | set | offer (refused for its share), the API's sweeper | while over its share |
-| `...:jobs:interactive-seen`, `...:jobs:running:batch` | string, counter | offer; take, done | 10 s; forever |
+| `...:jobs:interactive-seen`, `...:jobs:quick-seen` | string | offer | 10 s |
+| `...:jobs:running:<batch or heavy>` | counter | take; done, take back | forever |
 | `queue:render[@region]:jobs` | stream, group `workers` | before the fair hand-off: read, swept | until served |
 | `queue:render:holding:<worker>`, `queue:render:consumers` | set | take, done, sweeper | while held |
 | `metrics:queue-wait:<class>` | hash | take (a histogram of waits) | forever |

@@ -267,6 +267,16 @@ end
 return total
 """)
 
+# A held batch or heavy job left the worker (done, or taken back): the lane's count of them running goes down; never
+# below zero, so a count that went before its jobs (a Redis restart) cannot leave the reserve too large for good.
+_RUNNING = f"""
+local function not_running(lane, class)
+  if class == nil or class == '{INTERACTIVE}' then return end
+  local running = lane .. ':running:' .. class
+  if redis.call('DECR', running) < 0 then redis.call('SET', running, 0) end
+end
+"""
+
 _HELD_BY = f"""
 local function held_by(stream, id, consumer)
   local held = redis.pcall('XPENDING', stream, '{LANE_GROUP}', id, id, 1)
@@ -324,10 +334,8 @@ return 1
 DONE = LuaScript(
     "DONE", keys=["the stream"], args=["entry id", "worker", "the entry's class", "the stream's lane"],
     returns="1: the entry is off its stream (which goes when empty); the worker holds nothing there any more",
-    body=f"""
-if ARGV[3] ~= '{INTERACTIVE}' and redis.call('DECR', ARGV[4] .. ':running:' .. ARGV[3]) < 0 then
-  redis.call('SET', ARGV[4] .. ':running:' .. ARGV[3], 0)
-end
+    body=_RUNNING + f"""
+not_running(ARGV[4], ARGV[3])
 redis.call('XACK', KEYS[1], '{LANE_GROUP}', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], '{LANE_GROUP}', ARGV[2])
@@ -356,7 +364,7 @@ TAKE_BACK = LuaScript(
     "TAKE_BACK", keys=["the stream", "the job's record", "the in-flight set"],
     args=["entry id", "the worker holding it", "reference", "the stream's lane"],
     returns="a TakeBack",
-    body=_COMMON + _HELD_BY + f"""
+    body=_COMMON + _HELD_BY + _RUNNING + f"""
 local stream, id, worker, lane = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 if not held_by(stream, id, worker) then return 0 end
 local record = redis.call('HMGET', KEYS[2], 'worker', 'status')
@@ -367,10 +375,7 @@ if #entry == 0 then return 1 end
 local fields = entry[1][2]
 local values = {{}}
 for i = 1, #fields, 2 do values[fields[i]] = fields[i + 1] end
-local running = lane .. ':running:' .. (values['class'] or '{INTERACTIVE}')
-if values['class'] and values['class'] ~= '{INTERACTIVE}' and redis.call('DECR', running) < 0 then
-  redis.call('SET', running, 0)
-end
+not_running(lane, values['class'])
 local function again()
   if values['org'] and values['class'] then return enqueue(lane, values['class'], values['org'], fields) end
   redis.call('XADD', stream, '*', unpack(fields))  -- an entry of the lane's own stream (before the upgrade)
