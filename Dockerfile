@@ -42,10 +42,17 @@ COPY service service
 COPY render render
 COPY animate animate
 COPY storage storage
+# Data no program of the image reads stays out too: Babel's locales but the root and English ones (only courlan
+# reads them, to score a URL segment's language, and takes an unknown locale as no evidence) and botocore's models
+# of AWS services but S3's and those its credential providers call (STS, SSO, SSO OIDC, Sign-In): 60 MB.
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock . \
     && find /opt/venv -type f \( -name '*.so' -o -name '*.so.*' -o -path '*/playwright/driver/node' \) \
         -exec strip --strip-unneeded {} + \
-    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools \
+    && packages=$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+    && find "$packages/babel/locale-data" -name '*.dat' ! -name root.dat ! -name en.dat ! -name 'en_*.dat' -delete \
+    && find "$packages/botocore/data" -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts ! -name sso \
+        ! -name sso-oidc ! -name signin -exec rm -r {} +
 
 
 FROM debian:bookworm-20251229-slim
@@ -57,12 +64,14 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 # Files of the system packages that no capture reads, never unpacked (dpkg's path-exclude, as Debian's slim
 # images do): documentation but the licences, manual pages, translations; Mesa's GPU drivers and the LLVM and Z3
-# they compile shaders with, which ffmpeg's libavdevice brings in through libGL (Chromium runs with its GPU off,
-# on its own SwiftShader, and ffmpeg encodes on the CPU); Chromium's Vulkan validation layer, a debugging aid.
+# they compile shaders with, which ffmpeg's libavdevice brings in through libGL, and Intel's Media SDK encoders that
+# ffmpeg's dispatcher (libmfx.so.1, kept) would load for an Intel GPU (Chromium runs with its GPU off, on its own
+# SwiftShader, and ffmpeg encodes on the CPU); Chromium's Vulkan validation layer, a debugging aid.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
         'path-exclude=/usr/lib/*/dri/*' 'path-exclude=/usr/lib/*/libLLVM-*' 'path-exclude=/usr/lib/*/libz3.so*' \
-        'path-exclude=/usr/lib/chromium/libVkLayer_khronos_validation.so' \
+        'path-exclude=/usr/lib/*/libmfxhw64.so*' 'path-exclude=/usr/lib/*/libmfx-tracer.so*' \
+        'path-exclude=/usr/lib/*/mfx/*' 'path-exclude=/usr/lib/chromium/libVkLayer_khronos_validation.so' \
         > /etc/dpkg/dpkg.cfg.d/screenshot-service-excludes
 # System packages through the same script `make run` and `make test` use (Chromium, fonts for Latin,
 # emoji and CJK, ffmpeg, libvips, Redis, the ad lists; plus Python and tini for the image).

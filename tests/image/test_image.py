@@ -21,12 +21,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
 import pyvips
 
 from tests.support.receivers import Receiver
-from tests.support.servers import ROOT, free_port, wait_for
+from tests.support.servers import ROOT, S3_ENV, free_port, s3_server, wait_for
 from tests.support.site import Site
 
 pytestmark = pytest.mark.timeout(2400)
@@ -141,6 +142,18 @@ def test_the_final_image_carries_no_build_tools_and_runs_as_10001(image: str) ->
     assert workers == 1, (workers, host_cores)
 
 
+# Run in the image: an object stored through the service's S3 backend (argv: endpoint, bucket), and a client of each
+# service botocore's credential providers call (assumed roles, web identity, SSO, sign-in), made from its model.
+STORE_IN_S3 = """
+import sys, boto3
+from storage.s3 import S3Storage
+S3Storage(sys.argv[2], endpoint_url=sys.argv[1], region="us-east-1", path_style=True).put(
+    "image-test.txt", b"stored from the image", "text/plain")
+for service in ("sts", "sso", "sso-oidc", "signin"):
+    boto3.client(service, region_name="us-east-1")
+"""
+
+
 def run_container(image: str, name: str, *args: str, env: dict[str, str], options: tuple[str, ...] = ()) -> None:
     environment = [item for key, value in env.items() for item in ("-e", f"{key}={value}")]
     podman("run", "-d", "--name", name, "--network=host", "--security-opt", f"seccomp={SECCOMP}", *LIMITS,
@@ -196,6 +209,17 @@ def test_run_in_one_container_as_an_operator_does(image: str, containers: list[s
     blocked = take(base, url=site.url("/colours.html"), viewport_width=200, viewport_height=100, block_ads="true",
                    format="webp")
     assert blocked.status_code == 200 and blocked.content[:4] == b"RIFF", blocked.text[:300]
+    # Nor what the venv leaves of its packages' data (Dockerfile): Babel's English locale for trafilatura's main
+    # content, botocore's S3 model against an S3-compatible server, and the models its credential providers need.
+    article = take(base, url=site.url("/article.html"), format="markdown", markdown_content="main")
+    assert article.status_code == 200 and "Quarterly report" in article.text, article.text[:300]
+    with s3_server() as s3:
+        bucket = s3.new_bucket()
+        stored = podman("exec", *(item for key, value in S3_ENV.items() for item in ("-e", f"{key}={value}")), name,
+                        "/opt/venv/bin/python", "-c", STORE_IN_S3, s3.url, bucket, check=False)
+        assert stored.returncode == 0, stored.stdout + stored.stderr
+        assert boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").get_object(
+            Bucket=bucket, Key="image-test.txt")["Body"].read() == b"stored from the image"
     linked = podman("exec", name, "sh", "-c", "ldd /usr/bin/ffmpeg /usr/bin/gs "
                     "/usr/lib/chromium/chromium-headless-shell $(find /opt/venv -type f -name '*.so*') "
                     "| grep 'not found' || true")
