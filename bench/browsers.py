@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from playwright.async_api import async_playwright
 
-from bench.run import SIMPLE_PAGE
+from bench.pages import SIMPLE_PAGE
 from render.browser.chromium import chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from tests.support.servers import cpu_seconds, process_tree

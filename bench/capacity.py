@@ -90,7 +90,7 @@ SCENARIOS = {
 
 
 def real_captures(shots: int) -> None:
-    from bench.run import serve_bench_pages
+    from bench.pages import serve_bench_pages
 
     serve_bench_pages()
     directory = Path(tempfile.mkdtemp(prefix="capacity-"))

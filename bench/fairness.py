@@ -132,7 +132,8 @@ def fairness(service: Any, redis_url: str, shots: int, rounds: int = 3) -> dict[
 def main() -> None:
     import argparse
 
-    from bench.run import SITE_ADDRESS, Service, serve_bench_pages
+    from bench.pages import SITE_ADDRESS, serve_bench_pages
+    from bench.sides import Service
     from render.settings import RenderSettings
     from service.settings import default_workers
     from tests.support.site import Site

@@ -22,7 +22,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.run import SCENARIOS, SITE_ADDRESS, Service, serve_bench_pages
+from bench.pages import SITE_ADDRESS, serve_bench_pages
+from bench.run import SCENARIOS
+from bench.sides import Service
 from render.browser.chromium import PAGE_SIZE
 from render.settings import RenderSettings
 from service.settings import default_workers

@@ -77,7 +77,7 @@ def _queue_ms(headers: Any) -> float | None:
 
 
 def send(service: Any, kind: Kind) -> Done:
-    """One job of `kind` on `service` (bench.run.Service), to its end."""
+    """One job of `kind` on `service` (bench.sides.Service), to its end."""
     params = {key: service.base + value if key == "url" else value for key, value in kind.params}
     started = time.perf_counter()
     try:
@@ -205,7 +205,8 @@ def report(found: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from bench.run import SITE_ADDRESS, Service, serve_bench_pages
+    from bench.pages import SITE_ADDRESS, serve_bench_pages
+    from bench.sides import Service
     from render.settings import RenderSettings
     from service.settings import default_workers
     from tests.support.site import Site

@@ -21,7 +21,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.run import SIMPLE, SITE_ADDRESS, Service, serve_bench_pages
+from bench.pages import SITE_ADDRESS, serve_bench_pages
+from bench.sides import SIMPLE, Service
 from render.settings import RenderSettings
 from tests.support.servers import cpu_seconds as process_cpu
 from tests.support.servers import process_tree

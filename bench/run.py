@@ -20,103 +20,29 @@ the worker's memory (Python + Chromium) under load; draws bench/latest.svg.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import os
-import shlex
 import statistics
-import tempfile
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
-import redis
-import redis.asyncio as aioredis
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import async_playwright
 
 from bench.chart import write_chart
 from bench.cpu import cpu_seconds, per_capture_ms
 from bench.fairness import BACKLOG_PER_WORKER, fairness
 from bench.mix import mix
 from bench.mix import report as mix_report
-from render.browser.chromium import PAGE_SIZE, chromium_arguments, chromium_binary, sandboxed
+from bench.pages import SITE_ADDRESS, serve_bench_pages
+from bench.sides import SIMPLE, Floor, PlainScript, Scenario, Service, Shot, worker_memory
 from render.settings import RenderSettings
-from service.organisations import OrganisationStore
 from service.settings import default_workers
-from tests.support.servers import (
-    memory_kib,
-    process_tree,
-    redis_server,
-    resident_pages,
-    running_service,
-)
-from tests.support.site import ROUTES, Site, _html
+from tests.support.site import ROUTES, Site
 
 ROOT = Path(__file__).resolve().parent.parent
-
-SIMPLE_PAGE = """<!DOCTYPE html><html><head><title>Simple</title><style>
-body { font-family: "Liberation Sans", sans-serif; margin: 40px; background: #f7f7fb; color: #222; }
-header { background: #3b5bdb; color: white; padding: 24px; border-radius: 8px; }
-.card { background: white; margin-top: 24px; padding: 24px; border-radius: 8px; box-shadow: 0 1px 3px #0002; }
-</style></head><body><header><h1>Simple page</h1><p>A small local page for the benchmark.</p></header>
-<div class="card"><h2>Section</h2><p>Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod
-tempor incididunt ut labore et dolore magna aliqua.</p><ul><li>One</li><li>Two</li><li>Three</li></ul></div>
-</body></html>"""
-
-# The same page with 12 images, 3 of them ads by EasyList's rules (`/ads/728x90.`): for the cost of blocking,
-# which only requests with a blocking option pay. The ads' paths are ones Debian's EasyList matches, so the
-# scenario measures blocking, not only the interception.
-ADS_PAGE = SIMPLE_PAGE.replace("</body>", "".join(
-    f'<img src="/bench/img/{i}.gif" width="80" height="60">' for i in range(9)) + "".join(
-    f'<img src="/ads/728x90.gif?n={i}" width="728" height="90">' for i in range(3)) + "</body>")
-# The same, its ads answered after 300 ms, as a slow ad server's: blocking should make it cheaper.
-SLOW_ADS_PAGE = ADS_PAGE.replace(".gif?n=", ".gif?ms=300&n=")
-# A long page (the simple page's card 30 times) for the 5 s scroll recording.
-TALL_PAGE = SIMPLE_PAGE.replace("</body>", SIMPLE_PAGE.split("<body>")[1].split("</body>")[0] * 30 + "</body>")
-
-
-def full_page(height: int) -> str:
-    """`height` px tall: blocks of 200 px in alternating colours, each with its number."""
-    return ("<!DOCTYPE html><html><head><style>body{margin:0}div{height:200px}</style></head><body>"
-            + "".join(f'<div style="background:hsl({(i * 37) % 360},60%,70%)">{i}</div>'
-                      for i in range(height // 200))
-            + "</body></html>")
-
-
-FONTS = ["LiberationSerif-Regular", "LiberationSans-Bold", "LiberationMono-Regular", "LiberationSans-Italic",
-         "LiberationSerif-Bold", "LiberationMono-Bold"]
-HEAVY_IMAGES = 9
-# The heavy page: six web fonts and nine 1000x700 JPEGs, about 3 MB in all.
-HEAVY_PAGE = SIMPLE_PAGE.replace("</style>", "".join(
-    f"@font-face {{ font-family: f{i}; src: url(/bench/font/{name}.ttf); }} .f{i} {{ font-family: f{i}; }}"
-    for i, name in enumerate(FONTS)) + " img { width: 300px; height: 210px; }</style>").replace(
-    "</body>", "".join(f'<p class="f{i}">Font {i}: The quick brown fox jumps over the lazy dog.</p>'
-                       for i in range(len(FONTS)))
-    + "".join(f'<img src="/bench/photo/{i}.jpg">' for i in range(HEAVY_IMAGES)) + "</body>")
-GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x00\x00\x00\x00\x00,"
-       b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
-
-VIEWPORT = {"width": 1280, "height": 1024}
-SITE_ADDRESS = "127.0.0.2"  # a loopback address of its own, so the service's allowlist opens only it
 PARALLEL_CLIENTS = 4
 PARALLEL_ROUNDS = 2
 BLOCK = 5  # back-to-back shots of one side before the other side's
-
-
-@dataclass(frozen=True)
-class Shot:
-    """One capture: seconds end to end, and the service's `x-service-rendering-seconds`."""
-
-    seconds: float
-    rendering: float | None = None
 
 
 @dataclass
@@ -142,22 +68,7 @@ class Stats:
                    statistics.median(s.seconds - s.rendering for s in rendered) if rendered else None)  # type: ignore[operator]
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """One page and output, captured the same way by both sides (where the plain script can)."""
 
-    name: str
-    path: str
-    format: str = "png"
-    full_page: bool = False
-    service_params: tuple[tuple[str, str], ...] = ()
-    plain: bool = True  # the plain script runs it too
-    # The scenario it is compared with (the same page without the option), taken again in alternation with
-    # this one, so that the option's cost is read from shots of the same moments of the machine.
-    against: str | None = None
-
-
-SIMPLE = Scenario("simple page, png", "/bench/simple.html")
 SCENARIOS = [
     SIMPLE,
     Scenario("simple page, jpeg", "/bench/simple.html", "jpeg"),
@@ -193,264 +104,6 @@ SCENARIOS = [
     Scenario("heavy page, archive", "/bench/heavy.html", service_params=(("archive", "true"),), plain=False,
              against="heavy page (3 MB images and fonts)"),
 ]
-MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8", "webp": b"RIFF"}
-
-
-class PlainScript:
-    """A hand-written Playwright script: warm browser, new context per shot, page.screenshot. It runs on an
-    event loop of its own in a thread, so its shots can alternate with the service's."""
-
-    def __init__(self, base: str, chromium: str) -> None:
-        self.base, self.chromium = base, chromium
-        self.failures: list[str] = []  # shots Chromium refused, taken again
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def __enter__(self) -> PlainScript:
-        self._thread.start()
-        self._call(self._launch())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._call(self._close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-
-    def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    async def _launch(self) -> None:
-        args = ["--no-sandbox"] if os.geteuid() == 0 else []
-        self._playwright = await async_playwright().start()
-        self._browser = await self._playwright.chromium.launch(executable_path=chromium_binary(self.chromium),
-                                                               args=args)
-
-    async def _close(self) -> None:
-        await self._browser.close()
-        await self._playwright.stop()
-
-    async def _shot(self, scenario: Scenario) -> float:
-        import pyvips
-
-        started = time.perf_counter()
-        context = await self._browser.new_context(viewport=VIEWPORT)
-        try:
-            page = await context.new_page()
-            await page.goto(self.base + scenario.path)
-            if scenario.format == "webp":
-                png = await page.screenshot(type="png", full_page=scenario.full_page)
-                pyvips.Image.new_from_buffer(png, "").webpsave_buffer(Q=80)
-            else:
-                await page.screenshot(type=scenario.format, full_page=scenario.full_page,
-                                      **({"quality": 80} if scenario.format == "jpeg" else {}))
-        finally:
-            await context.close()
-        return time.perf_counter() - started
-
-    def shot(self, scenario: Scenario = SIMPLE) -> Shot:
-        """One shot; taken again when Chromium could not capture it (headless Chromium sometimes refuses a
-        40,000 px page's `page.screenshot`), counted in `failures`."""
-        try:
-            return Shot(self._call(self._shot(scenario)))
-        except PlaywrightError as error:
-            self.failures.append(f"{scenario.name}: {str(error).splitlines()[0]}")
-            return Shot(self._call(self._shot(scenario)))
-
-    def parallel(self, clients: int, shots: int) -> tuple[list[Shot], float]:
-        """`shots` simple-page shots by `clients` concurrent loops; the shots and the wall time."""
-
-        async def run() -> tuple[list[Shot], float]:
-            async def client(count: int) -> list[float]:
-                return [await self._shot(SIMPLE) for _ in range(count)]
-
-            started = time.perf_counter()
-            per_client = await asyncio.gather(*(client(shots // clients) for _ in range(clients)))
-            return [Shot(t) for ts in per_client for t in ts], time.perf_counter() - started
-
-        return self._call(run())  # type: ignore[no-any-return]
-
-
-class Floor:
-    """The fastest a capture can be here: one warm page kept open, `goto` and CDP `Page.captureScreenshot`,
-    nothing else (no new context, no checks, no encoding beyond Chromium's own). Its Chromium is launched
-    with the service's own flags (render.browser.chromium.chromium_arguments: software compositing in the
-    browser process, the low-memory mode, ...), so that it is the service's limit, full pages included; it
-    runs on the plain script's Playwright and event loop, between its shots."""
-
-    def __init__(self, plain: PlainScript) -> None:
-        self.plain = plain
-
-    def __enter__(self) -> Floor:
-        self.plain._call(self._open())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.plain._call(self._browser.close())
-
-    async def _open(self) -> None:
-        settings = RenderSettings()
-        sandbox = sandboxed(settings.chromium_sandbox)
-        self._browser = await self.plain._playwright.chromium.launch(
-            executable_path=chromium_binary(self.plain.chromium), chromium_sandbox=sandbox,
-            args=chromium_arguments(shlex.split(settings.chromium_args), sandbox=sandbox,
-                                    low_memory=settings.chromium_low_memory))
-        self._context = await self._browser.new_context(viewport=VIEWPORT)
-        self._page = await self._context.new_page()
-        self._cdp = await self._context.new_cdp_session(self._page)
-
-    async def _shot(self, scenario: Scenario) -> float:
-        started = time.perf_counter()
-        await self._page.goto(self.plain.base + scenario.path)
-        fmt = "jpeg" if scenario.format == "jpeg" else "webp" if scenario.format == "webp" else "png"
-        params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
-        if fmt != "png":
-            params["quality"] = 80
-        if scenario.full_page:
-            width, height = await self._page.evaluate(
-                "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": width, "height": height,
-                                                             "scale": 1})
-        for attempt in range(4):  # as the service: right after load the compositor may have no frame yet
-            try:
-                await self._cdp.send("Page.captureScreenshot", params)
-                break
-            except PlaywrightError as error:
-                if "Unable to capture screenshot" not in error.message or attempt == 3:
-                    raise
-                await self._page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
-        return time.perf_counter() - started
-
-    def shot(self, scenario: Scenario = SIMPLE) -> Shot:
-        return Shot(self.plain._call(self._shot(scenario)))
-
-    def parallel(self, pages: int, shots: int) -> tuple[list[Shot], float]:
-        """The floor's throughput: `shots` simple-page shots by `pages` warm pages of its Chromium, each a context
-        and a DevTools session of its own, in concurrent loops (goto + Page.captureScreenshot); the shots and the
-        wall time. What the service's throughput is measured against as its limit."""
-
-        async def run() -> tuple[list[Shot], float]:
-            contexts = [await self._browser.new_context(viewport=VIEWPORT) for _ in range(pages)]
-            try:
-                warm = []
-                for context in contexts:
-                    page = await context.new_page()
-                    warm.append((page, await context.new_cdp_session(page)))
-
-                async def loop(page: Any, cdp: Any, count: int) -> list[float]:
-                    times = []
-                    for _ in range(count):
-                        started = time.perf_counter()
-                        await page.goto(self.plain.base + SIMPLE.path)
-                        await cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
-                        times.append(time.perf_counter() - started)
-                    return times
-
-                started = time.perf_counter()
-                per_page = await asyncio.gather(*(loop(page, cdp, shots // pages) for page, cdp in warm))
-                return [Shot(t) for ts in per_page for t in ts], time.perf_counter() - started
-            finally:
-                for context in contexts:
-                    await context.close()
-
-        return self.plain._call(run())  # type: ignore[no-any-return]
-
-
-async def _new_key(redis_url: str) -> str:
-    connection = aioredis.Redis.from_url(redis_url)
-    try:
-        created = await OrganisationStore(connection).create("bench", quota=10**9, concurrency=100)
-        return created.access_key
-    finally:
-        await connection.aclose()
-
-
-def worker_memory(workers: list[int]) -> dict[str, float | None]:
-    """The workers' memory now, per worker on average, MiB: RSS with every page counted once, of Python and
-    Chromium (the issue's words) and of the whole worker (with Playwright's Node driver), as a container's
-    limit sees it (None unless run as root, which may read page frame numbers); RSS summed over the
-    processes (a page shared by several counted in each); PSS (a shared page split between its processes)."""
-    trees = [process_tree(pid) for pid in workers]
-
-    def counted_once(pids: list[int]) -> float | None:
-        pages: set[int] = set()
-        for pid in pids:
-            found = resident_pages(pid)
-            if found is None:
-                return None
-            pages |= found
-        return len(pages) * PAGE_SIZE / 2**20
-
-    def average(values: list[float | None]) -> float | None:
-        return None if None in values else sum(values) / len(values)  # type: ignore[arg-type]
-
-    def driver(pid: int) -> bool:
-        with contextlib.suppress(OSError):
-            return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "node"
-        return False
-
-    def part(pid: int, root: int) -> str:
-        return "driver" if driver(pid) else "python" if pid == root else "chromium"
-
-    by_part = {name: sum((counted_once([pid for pid in tree if part(pid, tree[0]) == name]) or 0.0) for tree in trees)
-               / len(trees) for name in ("python", "driver", "chromium")}  # per worker
-    return {"rss_mib": average([counted_once(tree) for tree in trees]),
-            **{f"rss_{name}_mib": value for name, value in by_part.items()},
-            "rss_python_chromium_mib": average([counted_once([pid for pid in tree if not driver(pid)])
-                                                for tree in trees]),
-            "rss_summed_mib": sum(memory_kib(pid, "Rss") for tree in trees for pid in tree) / 1024 / len(workers),
-            "pss_mib": sum(memory_kib(pid, "Pss") for tree in trees for pid in tree) / 1024 / len(workers)}
-
-
-class Service:
-    """The service as deployed (redis-server, API, workers, the webhook deliverer), called over HTTP."""
-
-    def __init__(self, base: str, workers: int, chromium: str) -> None:
-        self.base, self.workers, self.chromium = base, workers, chromium
-        self._stack = contextlib.ExitStack()
-
-    def __enter__(self) -> Service:
-        tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
-        redis_url = self.redis_url = self._stack.enter_context(redis_server(tmp))
-        # The production path: network policy on (every connection through the egress proxy), with only
-        # the benchmark site's address opened.
-        running = self._stack.enter_context(running_service(
-            redis_url, tmp, workers=self.workers, SCREENSHOT_CHROMIUM_PATH=self.chromium,
-            SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_ADDRESS}/32"))
-        self.key = asyncio.run(_new_key(redis_url))
-        self.pids = {role: process.pid for role, process in running.processes.items()}
-        self.worker_pids = [pid for role, pid in self.pids.items() if role.startswith("worker")]
-        self.redis_pid = int(redis.Redis.from_url(redis_url).info("server")["process_id"])
-        self.http = self._stack.enter_context(httpx.Client(base_url=running.url, timeout=120))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    def shot(self, scenario: Scenario = SIMPLE, **extra: str) -> Shot:
-        started = time.perf_counter()
-        response = self.http.get("/v1/screenshot/take", params={
-            "access_key": self.key, "url": self.base + scenario.path, "format": scenario.format,
-            "full_page": str(scenario.full_page).lower(), **dict(scenario.service_params), **extra})
-        elapsed = time.perf_counter() - started
-        if response.status_code != 200 or not response.content.startswith(MAGIC[scenario.format]):
-            raise RuntimeError(f"capture failed: {response.status_code} {response.text[:200]}")
-        return Shot(elapsed, float(response.headers["x-service-rendering-seconds"]))
-
-    def parallel(self, clients: int, shots: int) -> tuple[list[Shot], float]:
-        started = time.perf_counter()
-        with ThreadPoolExecutor(clients) as pool:
-            results = list(pool.map(lambda _: self.shot(), range(shots)))
-        return results, time.perf_counter() - started
-
-    def recording(self, frame_rate: int = 30) -> Shot:
-        started = time.perf_counter()
-        video = self.http.get("/v1/screenshot/animate", params={
-            "access_key": self.key, "url": self.base + "/bench/tall.html", "scenario": "scroll", "duration": "5",
-            "frame_rate": str(frame_rate),
-            "viewport_width": "1280", "viewport_height": "720", "scroll_back": "false", "scroll_complete": "false"})
-        if video.status_code != 200:
-            raise RuntimeError(f"recording failed: {video.status_code} {video.text[:200]}")
-        return Shot(time.perf_counter() - started, float(video.headers["x-service-rendering-seconds"]))
 
 
 def blocks(sides: dict[str, Callable[[], Shot]], shots: int, progress: str) -> dict[str, list[Shot]]:
@@ -536,35 +189,6 @@ def table(rows: list[Stats]) -> str:
                      f"{row.shots_per_second:.2f} | {rendering} | {outside} |")
     return "\n".join(lines)
 
-
-def _ad(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
-    """An ad image, after `ms` milliseconds (the site serves each request on a thread of its own)."""
-    time.sleep(int(query.get("ms", ["0"])[0]) / 1000)
-    return 200, "image/gif", GIF
-
-
-def serve_bench_pages() -> None:
-    """The benchmark's pages, added to the test site's routes."""
-    import pyvips
-
-    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
-    ROUTES["/bench/ads.html"] = lambda query: _html(ADS_PAGE)
-    ROUTES["/bench/slow-ads.html"] = lambda query: _html(SLOW_ADS_PAGE)
-    ROUTES["/bench/tall.html"] = lambda query: _html(TALL_PAGE)
-    ROUTES["/bench/full.html"] = lambda query: _html(full_page(int(query.get("height", ["10000"])[0])))
-    ROUTES["/bench/heavy.html"] = lambda query: _html(HEAVY_PAGE)
-    for i in range(9):
-        ROUTES[f"/bench/img/{i}.gif"] = lambda query: (200, "image/gif", GIF)
-    ROUTES["/ads/728x90.gif"] = _ad
-    for i in range(HEAVY_IMAGES):  # noisy photos do not compress: about 150 KB each
-        photo = pyvips.Image.gaussnoise(1000, 700, mean=128, sigma=40).bandjoin([
-            pyvips.Image.gaussnoise(1000, 700, mean=100 + i * 8, sigma=30),
-            pyvips.Image.gaussnoise(1000, 700, mean=90, sigma=50)]).cast("uchar")
-        data = photo.jpegsave_buffer(Q=70)
-        ROUTES[f"/bench/photo/{i}.jpg"] = lambda query, data=data: (200, "image/jpeg", data)
-    for name in FONTS:
-        font = Path(f"/usr/share/fonts/truetype/liberation/{name}.ttf").read_bytes()
-        ROUTES[f"/bench/font/{name}.ttf"] = lambda query, font=font: (200, "font/ttf", font)
 
 
 def main() -> None:
