@@ -152,12 +152,13 @@ def measure(site: Site, shots: int, workers: int, chromium: str, mix_seconds: fl
         runs: dict[str, list[tuple[list[Shot], float]]] = {"plain 2": [], "plain 4": [], "floor 4": [],
                                                            "service": []}
         spent: Counter[str] = Counter()  # the service's CPU over its parallel rounds, by part
+        parallel_shots = max(shots, PARALLEL_CLIENTS)  # one a client at least (a short smoke run)
         for _ in range(PARALLEL_ROUNDS):
-            runs["plain 2"].append(plain.parallel(2, shots))
-            runs["plain 4"].append(plain.parallel(PARALLEL_CLIENTS, shots))
-            runs["floor 4"].append(floor.parallel(PARALLEL_CLIENTS, shots * 2))
+            runs["plain 2"].append(plain.parallel(2, parallel_shots))
+            runs["plain 4"].append(plain.parallel(PARALLEL_CLIENTS, parallel_shots))
+            runs["floor 4"].append(floor.parallel(PARALLEL_CLIENTS, parallel_shots * 2))
             before = cpu_seconds(service.pids, service.redis_pid)
-            runs["service"].append(service.parallel(PARALLEL_CLIENTS, shots * 2))
+            runs["service"].append(service.parallel(PARALLEL_CLIENTS, parallel_shots * 2))
             spent += cpu_seconds(service.pids, service.redis_pid) - before
             memory = worker_memory(service.worker_pids)  # right after the load, before anything is released
         names = {"plain 2": "plain script, 2 in parallel", "plain 4": f"plain script, {PARALLEL_CLIENTS} in parallel",
