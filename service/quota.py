@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -14,6 +16,7 @@ from render.queue.ledger import HOLD, SETTLE, USAGE_KEEP_SECONDS, Hold
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
 from service.organisations import Organisation
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Usage:
@@ -37,6 +40,11 @@ class Usage:
 SLOT_MARGIN_SECONDS = 5  # a slot outlives its job's timeout and the API's wait by this much
 # An async job may wait in its lane: its slot is held that much longer before it can expire.
 ASYNC_QUEUE_ALLOWANCE_SECONDS = 600
+# A slot Redis would not free (a failover, writes refused) is freed once it can, tried again this often at most, for
+# as long as any slot can be held (after that, it has expired by itself).
+FREE_LATER_FIRST_SECONDS = 0.25
+FREE_LATER_MOST_SECONDS = 5.0
+FREE_LATER_FOR_SECONDS = 3600
 
 
 def slot_hold(timeout: float, grace: float, *, queued: bool = False) -> float:
@@ -72,6 +80,7 @@ class QuotaKeeper:
         self._redis = connection
         self._hold = HOLD.on(connection)
         self._settle = SETTLE.on(connection)
+        self._freeing: set[asyncio.Task[None]] = set()  # slots being freed once Redis takes writes again (settle)
 
     async def hold(self, org: Organisation, job_id: str, hold_seconds: float) -> None:
         """Take a concurrency slot for `job_id`, or raise the limit error."""
@@ -81,11 +90,40 @@ class QuotaKeeper:
             args=[now, now + hold_seconds, job_id, org.concurrency, org.quota]))
 
     async def settle(self, org: Organisation, job_id: str, *, success: bool) -> bool:
-        """Free the slot; charge one screenshot when successful. True when charged."""
+        """Free the slot; charge one screenshot when successful. True when charged.
+
+        When Redis cannot take it, its error is raised (the caller answers it: temporary_unavailable) and the slot
+        is freed uncharged in the background as soon as Redis takes writes again (that answer was an error), so a
+        failover never leaves the organisation a slot short until the slot expires."""
+        try:
+            return await self._settle_now(org.id, job_id, success=success)
+        except redis.RedisError as error:
+            log.warning("could not free the slot of job %s now (%s: %s); freeing it, uncharged, once Redis takes "
+                        "writes again", job_id, type(error).__name__, error)
+            task = asyncio.ensure_future(self._free_later(org.id, job_id))
+            self._freeing.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(self._freeing.discard)
+            raise
+
+    async def _settle_now(self, org_id: str, job_id: str, *, success: bool) -> bool:
         now = time.time()
-        charged = await self._settle(keys=[slots_key(org.id), usage_key(org.id, now)],
+        charged = await self._settle(keys=[slots_key(org_id), usage_key(org_id, now)],
                                      args=[job_id, int(success), USAGE_KEEP_SECONDS])
         return bool(charged)
+
+    async def _free_later(self, org_id: str, job_id: str) -> None:
+        """Free `job_id`'s slot uncharged, tried again with a growing pause until Redis takes it (SETTLE is
+        idempotent: a slot already gone is left alone) or no slot could still be held."""
+        pause, give_up = FREE_LATER_FIRST_SECONDS, time.monotonic() + FREE_LATER_FOR_SECONDS
+        while time.monotonic() < give_up:
+            await asyncio.sleep(pause)
+            try:
+                await self._settle_now(org_id, job_id, success=False)
+            except redis.RedisError:
+                pause = min(pause * 2, FREE_LATER_MOST_SECONDS)
+                continue
+            log.info("freed the slot of job %s, uncharged, after Redis came back", job_id)
+            return
 
     async def usage(self, org: Organisation) -> Usage:
         """The usage record of GET /usage."""

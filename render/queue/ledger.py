@@ -5,7 +5,8 @@ A job holds a concurrency slot (a member of `slots:<org>`, scored by its expiry)
 until its result is final. In-flight slots count against the quota too, so concurrent requests
 can never overshoot it. Only successes are charged, and only by whoever removes the slot first:
 if the API gave up waiting (and freed the slot), a late success charges nothing. Expired slots
-are swept on every hold, so a crashed process can never leak one.
+are swept on every hold, so a crashed process can never leak one; a slot Redis would not free as its request
+ended (a failover) is freed uncharged by the API as soon as Redis takes writes again (service.quota).
 """
 
 from __future__ import annotations

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from service.errors import ConcurrencyLimitReached, ScreenshotsLimitReached
 from service.organisations import Organisation
-from service.quota import QuotaKeeper
+from service.quota import QuotaKeeper, Usage
+from tests.support.servers import redis_server
 
 T = TypeVar("T")
 
@@ -110,3 +113,32 @@ def test_usage_record(redis_url: str) -> None:
     assert isinstance(concurrency, dict)
     assert concurrency["limit"] == 4 and concurrency["remaining"] == 3
     assert before <= concurrency["reset"] <= time.time_ns()  # a slot is free now
+
+
+def test_a_slot_redis_would_not_free_is_freed_uncharged_once_it_takes_writes_again(tmp_path: Path) -> None:
+    """A failover or refused writes as a request ends: the settlement's error is the caller's answer, and the slot
+    does not stay held until it expires (tests/cluster/test_failover.py's books): freed, not charged, once Redis
+    takes writes again."""
+    org = new_org(quota=10, concurrency=2)
+    with redis_server(tmp_path) as url:
+        admin = redis.Redis.from_url(url)
+
+        async def action(keeper: QuotaKeeper) -> Usage:
+            await keeper.hold(org, "job", 600)
+            admin.config_set("min-replicas-to-write", "1")  # it has no replica: every write is refused
+            try:
+                with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+                    await keeper.settle(org, "job", success=True)
+                await asyncio.sleep(1)  # tried again meanwhile, refused again
+                assert (await keeper.usage(org)).concurrency_remaining == 1
+            finally:
+                admin.config_set("min-replicas-to-write", "0")
+            for _ in range(200):  # tried again within FREE_LATER_MOST_SECONDS
+                if (usage := await keeper.usage(org)).concurrency_remaining == 2:
+                    return usage
+                await asyncio.sleep(0.05)
+            return await keeper.usage(org)
+
+        usage = run_with_keeper(url, action)
+    assert usage.concurrency_remaining == 2
+    assert usage.used == 0  # the request was answered with the error: nothing charged
