@@ -1,11 +1,12 @@
 """Every call to a store with a deadline of its own: a store that takes connections but never answers (a stalled
 S3 endpoint, a hung network file system) costs a call at most its budget, and the caller is told that the store
 did not answer in time, naming the store, rather than waiting as long as the client library's own timeouts and
-retries allow. The call runs on a thread of its own; past the budget it is left to end by its own timeouts (the
-S3 clients' are set from the same budget) and the caller goes on."""
+retries allow. The call runs on a thread of its own (`_StoreThreads`); past the budget it is left to end by its own
+timeouts (the S3 clients' are set from the same budget) and the caller goes on."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import Counter
@@ -26,6 +27,44 @@ class StoreTimedOut(StorageError):
         super().__init__(message, transient=True)
 
 
+class _StoreThreads:
+    """The threads store calls run on. A thread whose call is done waits for the next one (KEEP of them at most):
+    starting a thread for every call, and every chunk read, was a tenth of the API's time on a cache hit. A call that
+    has not returned holds its thread alone, so a stalled store never makes another call wait for a thread."""
+
+    KEEP = 8
+
+    def __init__(self) -> None:
+        # The inboxes of the threads waiting for a call.
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], threading.Event]]] = []
+        self._lock = threading.Lock()
+
+    def run(self, call: Callable[[], None], done: threading.Event) -> None:
+        """Start `call` (which must not raise) on a waiting thread, or a new one; `done` is set once it has returned
+        and its thread waits for the next call."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="store-call", daemon=True).start()
+        inbox.put((call, done))
+
+    def _serve(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]]) -> None:
+        while True:
+            call, done = inbox.get()
+            call()
+            with self._lock:
+                kept = len(self._idle) < self.KEEP
+                if kept:
+                    self._idle.append(inbox)
+            done.set()
+            if not kept:
+                return
+
+
+_threads = _StoreThreads()
+
+
 def within(seconds: float, call: Callable[[], T], store: str) -> T:
     """`call()`, or StoreTimedOut when it has not returned within `seconds`."""
     if seconds <= 0:
@@ -38,10 +77,8 @@ def within(seconds: float, call: Callable[[], T], store: str) -> T:
             outcome.append((True, call()))
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
             outcome.append((False, error))
-        finally:
-            done.set()
 
-    threading.Thread(target=run, name="store-call", daemon=True).start()
+    _threads.run(run, done)
     if not done.wait(seconds):
         raise StoreTimedOut(f"the store ({store}) did not answer within {seconds:g} s")
     succeeded, value = outcome[0]

@@ -49,3 +49,21 @@ def test_errors_and_values_pass_through_and_errors_are_counted(tmp_path: Path) -
         store.put("k", b"x", "text/plain")
     assert not err.value.transient and store.failures == {"error": 1}
     assert within(5, lambda: 42, "s") == 42
+
+
+def test_calls_reuse_their_threads_and_a_stalled_call_keeps_none_from_the_next(tmp_path: Path) -> None:
+    """Store calls run on threads kept for the next call; one that does not return holds its thread alone, so the
+    calls after it still answer at once."""
+    seen: set[int] = set()
+    for _ in range(20):
+        within(5, lambda: seen.add(threading.get_ident()), "s")
+    assert len(seen) == 1  # one thread served them all, one after another (a thread a call before)
+    inner = Stalling(tmp_path)
+    store = Bounded(inner, 0.2, inner.where)
+    try:
+        for _ in range(3):  # three stalled calls, each holding a thread
+            with pytest.raises(StoreTimedOut):
+                store.put("k", b"x", "text/plain")
+        assert within(5, lambda: 42, "s") == 42
+    finally:
+        inner.release.set()
