@@ -6,7 +6,7 @@ until its result is final. In-flight slots count against the quota too, so concu
 can never overshoot it. Only successes are charged, and only by whoever removes the slot first:
 if the API gave up waiting (and freed the slot), a late success charges nothing. Expired slots
 are swept on every hold, so a crashed process can never leak one; a slot Redis would not free as its request
-ended (a failover) is freed uncharged by the API as soon as Redis takes writes again (service.quota).
+ended (a failover) is freed uncharged by the API as soon as Redis takes writes again.
 """
 
 from __future__ import annotations
