@@ -175,7 +175,10 @@ def test_a_monitor_whose_next_run_was_lost_is_scheduled_again_by_the_sweep(pair:
         Queue("monitors", connection=connection, serializer=JSONSerializer).scheduled_job_registry.remove(
             f"monitor-{monitor['id']}-{due}", delete_job=True)
         connection.zadd("monitors:due", {monitor["id"]: time.time() - 1000})
-        wait_until(lambda: len(runs(client, org, monitor["id"])) >= 2, 30, "the run scheduled again")
+        # The sweep schedules it within seconds; RQ's scheduler then moves it to the queue, and its lock may still be
+        # on its way to a deliverer after the test before (taken at the deliverers' maintenance, every 30 s).
+        wait_until(lambda: len(runs(client, org, monitor["id"])) >= 2, 60, "the run scheduled again",
+                   lambda: scheduling_state(pair.redis_url))
         time.sleep(1)
         history = runs(client, org, monitor["id"])
         each_due_once(history, live)
