@@ -27,11 +27,11 @@ from typing import Any
 import orjson
 from playwright.async_api import async_playwright
 
-from bench.pages import SIMPLE_PAGE
+from bench.hotpath import table
+from bench.pages import simple_page_url
 from render.browser.chromium import chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from tests.support.servers import cpu_seconds, process_tree
-from tests.support.site import ROUTES, Site, _html
 
 VIEWPORT = {"width": 1280, "height": 1024}
 SHOT = {"format": "png", "optimizeForSpeed": True}
@@ -140,20 +140,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30, help="each layout's measured run (default 30)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of the two layouts (default 2)")
     args = parser.parse_args()
-    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
-    site = Site()
-    site.thread.start()
-    url = site.url("/bench/simple.html")
+    url = simple_page_url()
     rows = []
     for round_ in range(args.rounds):
         for layout in ("per worker", "shared"):
             print(f"round {round_ + 1}/{args.rounds}: {layout}, {args.slots} slots, {args.seconds:.0f} s ...",
                   flush=True)
             rows.append(measure(layout, args.slots, url, args.seconds))
-    keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
-    for row in rows:
-        print("| " + " | ".join(str(row[key]) for key in keys) + " |")
+    print(table(rows))
     out = Path(__file__).resolve().parent / "results" / "browsers.json"
     out.write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     print(f"Results in {out}")

@@ -43,11 +43,10 @@ import orjson
 import websockets
 from playwright.async_api import async_playwright
 
-from bench.pages import SIMPLE_PAGE
+from bench.pages import simple_page_url
 from render.browser.chromium import chromium_arguments, chromium_binary, sandboxed
 from render.settings import RenderSettings
 from tests.support.servers import cpu_seconds, process_tree
-from tests.support.site import ROUTES, Site, _html
 
 VIEWPORT = {"width": 1280, "height": 1024}
 SHOT = {"format": "png", "optimizeForSpeed": True}
@@ -375,10 +374,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10, help="small DevTools calls a shot (default 10)")
     parser.add_argument("--designs", default=",".join(DESIGNS), help=f"which, comma-separated ({','.join(DESIGNS)})")
     args = parser.parse_args()
-    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
-    site = Site()
-    site.thread.start()
-    url = site.url("/bench/simple.html")
+    url = simple_page_url()
     print(f"Each design: {args.shots} shots of the simple page, each a navigation, {args.calls} calls and a PNG",
           flush=True)
     rows = asyncio.run(compare(url, args.shots, args.calls, tuple(args.designs.split(","))))

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from bench.hotpath import table
-from bench.pages import SIMPLE_PAGE
+from bench.pages import simple_page_url
 from render.browser.pool import TabPool
 from render.browser.tabs import Tab
 from render.browser.wiping import unload
@@ -40,7 +40,6 @@ from render.net.egress import EgressProxy
 from render.net.policy import NetworkPolicy
 from render.settings import RenderSettings
 from tests.support.servers import cpu_seconds, process_tree
-from tests.support.site import ROUTES, Site, _html
 
 LAYOUTS = {"kept page": ("org", True), "kept page, no egress proxy": ("org", False), "new context a job": (None, True)}
 
@@ -146,10 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--captures", type=int, default=100, help="captures a layout (default 100)")
     args = parser.parse_args()
-    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
-    site = Site()
-    site.thread.start()
-    url = site.url("/bench/simple.html")
+    url = simple_page_url()
     rows = []
     for name in LAYOUTS:
         print(f"{name}: {args.captures} captures ...", flush=True)

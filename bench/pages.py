@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.support.site import ROUTES, _html
+from tests.support.site import ROUTES, Site, _html
 
 SIMPLE_PAGE = """<!DOCTYPE html><html><head><title>Simple</title><style>
 body { font-family: "Liberation Sans", sans-serif; margin: 40px; background: #f7f7fb; color: #222; }
@@ -84,3 +84,12 @@ def serve_bench_pages() -> None:
         ROUTES[f"/bench/font/{name}.ttf"] = lambda query, font=font: (200, "font/ttf", font)
 
 
+
+
+def simple_page_url() -> str:
+    """The simple page alone on a test site of its own, started on a free loopback port: its URL (the tools that
+    measure one page in this process: bench.hotpath, bench.browsers, bench.pagecost)."""
+    ROUTES["/bench/simple.html"] = lambda query: _html(SIMPLE_PAGE)
+    site = Site()
+    site.thread.start()
+    return site.url("/bench/simple.html")
