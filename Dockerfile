@@ -44,7 +44,7 @@ COPY animate animate
 COPY storage storage
 # Data no program of the image reads stays out too: Babel's locales but the root and English ones (only courlan
 # reads them, to score a URL segment's language, and takes an unknown locale as no evidence) and botocore's models
-# of AWS services but S3's and those its credential providers call (STS, SSO, SSO OIDC, Sign-In): 60 MB.
+# of AWS services but S3's and those its credential providers call (STS, SSO, SSO OIDC, Sign-In).
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -c requirements.lock . \
     && find /opt/venv -type f \( -name '*.so' -o -name '*.so.*' -o -path '*/playwright/driver/node' \) \
         -exec strip --strip-unneeded {} + \

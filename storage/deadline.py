@@ -29,8 +29,8 @@ class StoreTimedOut(StorageError):
 
 class _StoreThreads:
     """The threads store calls run on. A thread whose call is done waits for the next one (KEEP of them at most):
-    starting a thread for every call, and every chunk read, was a tenth of the API's time on a cache hit. A call that
-    has not returned holds its thread alone, so a stalled store never makes another call wait for a thread."""
+    a cache hit makes several store calls (a stat, each chunk read), and starting a thread costs more than the call
+    itself. A call that has not returned holds its thread alone, so a stalled store never makes another call wait."""
 
     KEEP = 8
 
