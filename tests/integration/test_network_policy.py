@@ -8,6 +8,7 @@ through SCREENSHOT_RESOLVE_OVERRIDES; nothing leaves the machine (no answer is e
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import time
 import zipfile
@@ -34,6 +35,8 @@ from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 
+PORT_TRIES = 20  # ports the system gives on 127.0.0.2 until one is free on 127.0.0.1 too
+
 ATTACK_PAGE = """<!DOCTYPE html><html><body style="margin:0;background:#00ff00">
 <img src="{secret}/img.png"><iframe src="{secret}/frame.html"></iframe>
 <script>
@@ -46,10 +49,20 @@ window.open('{secret}/popup');
 
 @pytest.fixture(scope="module")
 def sites() -> Iterator[tuple[Site, Site]]:
-    """(allowed on 127.0.0.2, secret on 127.0.0.1), on the same port."""
-    with Site(host="127.0.0.2") as allowed:
-        with Site(host="127.0.0.1", port=allowed.port) as secret:
-            yield allowed, secret
+    """(allowed on 127.0.0.2, secret on 127.0.0.1), on the same port: one free on both addresses (a port the system
+    gave on one may be taken on the other, by another test process)."""
+    for _ in range(PORT_TRIES):
+        with Site(host="127.0.0.2") as allowed:
+            try:
+                secret = Site(host="127.0.0.1", port=allowed.port)
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:
+                    raise
+                continue
+            with secret:
+                yield allowed, secret
+            return
+    raise RuntimeError(f"no port free on both 127.0.0.1 and 127.0.0.2 in {PORT_TRIES} tries")
 
 
 @pytest.fixture(scope="module")
