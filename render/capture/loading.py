@@ -43,12 +43,13 @@ async def load(tab: Tab, options: TakeOptions, egress: EgressProxy | None, deadl
     does not resolve) is reported as such, not as the host's error or a generic network failure."""
     try:
         response = await load_source(tab.page, options, deadline, clock, check_status=False, refused_hosts=(
-            (lambda: {refusal.host for refusal in egress.refusals}) if egress is not None else frozenset))
+            (lambda: {refusal.host for refusal in egress.traffic(tab.listener).refusals}) if egress is not None
+            else frozenset))
     except NetworkError:
         # An https navigation the egress refused fails its tunnel: the refusal says why.
         # Chromium may reach for other hosts meanwhile (an error page asks accounts.google.com): the
         # refusal of the page's own host explains the failure, else the first one (a redirect's target).
-        refusals = egress.refusals if egress is not None else []
+        refusals = egress.traffic(tab.listener).refusals if egress is not None else []
         host = urlsplit(options.url or "").hostname
         refusal = next((r for r in refusals if r.host == host), refusals[0] if refusals else None)
         if refusal is not None and refusal.kind == "unresolved":

@@ -128,7 +128,8 @@ async def open_page(options: TakeOptions, tab: Tab, env: Environment, deadline: 
     failed_requests = FailedRequestWatch(tab, options.fail_if_request_failed)
     egress = env.egress
     page_watch = watch(tab, options, time.monotonic(), lambda host: next(
-        (refusal.reason for refusal in egress.refusals if refusal.host == host), None) if egress else None)
+        (refusal.reason for refusal in egress.traffic(tab.listener).refusals if refusal.host == host), None)
+        if egress else None)
     recorder = har.record(tab, options, env.settings.har_max_bytes)
     archiving = archive.record(tab, options)
     pending = quality.watch_pending(tab) if options.metadata_quality else None
@@ -161,7 +162,7 @@ async def _before_load(options: TakeOptions, tab: Tab, env: Environment) -> tupl
     if env.egress is not None:
         env.egress.begin_job(await loading.upstream(options, env.policy), tab.listener)
     # Fetched first: a watermark that cannot be had fails the job before any rendering.
-    picture = await effects.fetch_watermark(options.watermark_image_url, env.egress) if (
+    picture = await effects.fetch_watermark(options.watermark_image_url, env.egress, tab.listener) if (
         options.watermark_image_url) else None
     if options.url is not None:
         await check_url("url", options.url, env.policy)
@@ -207,7 +208,8 @@ async def produce(options: TakeOptions, tab: Tab, env: Environment, deadline: fl
             f"The result is {len(output.body)} bytes, over the limit of {settings.max_result_bytes} "
             "(setting SCREENSHOT_MAX_RESULT_BYTES).")
     if env.egress is not None:
-        output.blocked_requests = sum(1 for refusal in env.egress.refusals if refusal.kind == "policy")
+        output.blocked_requests = sum(1 for refusal in env.egress.traffic(tab.listener).refusals
+                                      if refusal.kind == "policy")
     output.timings = clock
     output.provenance = Provenance(tab.page.url, loaded.response.status if loaded.response else None,
                                    env.chrome_version)

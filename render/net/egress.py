@@ -7,19 +7,19 @@ connects to the address it checked, so nothing can swap the address in between (
 
 Plain HTTP is parsed both ways (h11), request by request: a kept-alive or pipelining client connection
 is served one request at a time, each checked, recorded and sent on a connection of its own to its own
-host, so no request can ride on a connection opened for another. A connection belongs to the job that
-was running when it was opened: `begin_job` closes every connection of the previous job, so nothing
-Chromium keeps open (a TLS tunnel, a kept-alive socket) carries one job's traffic past the next job's
-bookkeeping or through the previous job's upstream proxy.
+host, so no request can ride on a connection opened for another.
 
-Each browser context has a listener of its own (`open_listener`, the context's proxy): only the listener of
-the context the job runs in, and the browser-wide one (the worker's own uploads), serve. A request a
-context's earlier page still makes (a `keepalive` fetch sent as it unloaded, which Chromium sends again on a
-new connection when `begin_job` closes its first one, and the redirects it follows) arrives on that
-context's listener and is refused while another context's job runs: it can never leave through another
-job's upstream proxy, nor count as another job's traffic. And once a job is over (`end_job`), its context's
-listener serves no more until that context's next job begins: what its page asks for after its job (a beacon
-sent as it is left, whose answer would set a cookie after the page's wipe) is refused too.
+Each browser context has a listener of its own (`open_listener`, the context's proxy), and each listener's
+traffic is one job's at a time (`traffic`: its upstream, the origins reached, the refusals), so jobs in
+different contexts of one browser never share bookkeeping. A context's listener serves only while a job of
+that context runs (`begin_job` to `end_job`); the browser-wide listener (the worker's own uploads) always
+serves, with no upstream. A connection belongs to the job that was running when it was opened: `begin_job`
+and `end_job` close every connection of their listener, so nothing Chromium keeps open (a TLS tunnel, a
+kept-alive socket) carries one job's traffic past the next job's bookkeeping or through the previous job's
+upstream proxy. A request a context's page still makes after its job (a `keepalive` fetch or a beacon sent
+as it unloads, which Chromium sends again on a new connection when its first one is closed, and the
+redirects it follows; an answer that would set a cookie after the page's wipe) is refused: it can never
+leave through another job's upstream proxy, nor count as another job's traffic.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import logging
 
 from render.net.http1 import ClientConnection
 from render.net.policy import NetworkPolicy
-from render.net.traffic import JobTraffic, Refusal, Upstream
+from render.net.traffic import JobTraffic, Upstream
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class Listener:
         """No new connection; those open end with their job (`begin_job`) or the proxy."""
         if self._server is not None:
             self._server.close()
-            self._proxy._listeners.discard(self)
+            self._proxy._forget(self)
 
 
 class EgressProxy:
@@ -60,46 +60,47 @@ class EgressProxy:
 
     def __init__(self, policy: NetworkPolicy) -> None:
         self.policy = policy
-        self._job = JobTraffic()
         self._server: asyncio.Server | None = None
         self._listeners: set[Listener] = set()  # the browser contexts' own (open_listener)
-        self._serving: Listener | None = None  # the listener of the current job's context, besides the browser-wide one
+        # Each listener's current or last job (None: the browser-wide listener, the worker's own traffic).
+        self._jobs: dict[Listener | None, JobTraffic] = {None: JobTraffic()}
+        self._serving: set[Listener] = set()  # the listeners of the contexts whose jobs run now
         self.refused_elsewhere = 0  # connections refused on a context's listener outside its context's jobs
         # Open client connections and the listener each came through (None: the browser-wide one). asyncio holds a
         # connection's task only weakly: an idle one could be garbage-collected mid-await; held here until it ends.
         self._connections: dict[asyncio.Task[None], Listener | None] = {}
 
-    @property
-    def refusals(self) -> list[Refusal]:
-        """Connections the current job's browser was refused."""
-        return self._job.refusals
-
-    @property
-    def origins(self) -> set[str]:
-        """Origins the current job's browser connected to."""
-        return self._job.origins
-
-    @property
-    def upstream(self) -> Upstream | None:
-        return self._job.upstream
+    def traffic(self, listener: Listener | None = None) -> JobTraffic:
+        """What the job through `listener` did so far (its context's current or last job; None: the browser-wide
+        listener's): its upstream, the origins it connected to and the connections it was refused."""
+        return self._jobs.get(listener) or JobTraffic()
 
     def begin_job(self, upstream: Upstream | None, listener: Listener | None = None) -> None:
-        """A new job starts with its own upstream and bookkeeping, in the context whose `listener` is given;
-        every connection still open from the previous job is closed (Chromium opens new ones, which this job
-        then checks and records if they come through its context's listener, and refuses otherwise)."""
-        for connection in list(self._connections):
-            connection.cancel()
-        self._job = JobTraffic(upstream)
-        self._serving = listener
+        """A new job starts in the context whose `listener` is given (None: the browser-wide listener), with its
+        own upstream and bookkeeping; every connection still open on that listener is closed (Chromium opens new
+        ones, which this job then checks and records)."""
+        self._close_connections(listener)
+        self._jobs[listener] = JobTraffic(upstream)
+        if listener is not None:
+            self._serving.add(listener)
 
-    def end_job(self) -> None:
-        """The job is over: its context's listener serves no more (until the context's next job begins) and every
-        connection opened through a context's listener is closed; the browser-wide one's (the worker's own
-        uploads) go on."""
-        self._serving = None
-        for connection, listener in list(self._connections.items()):
-            if listener is not None:
+    def end_job(self, listener: Listener | None = None) -> None:
+        """The job in `listener`'s context is over: that listener serves no more (until the context's next job
+        begins) and every connection opened through it is closed. The browser-wide listener (None) goes on
+        serving."""
+        if listener is not None:
+            self._serving.discard(listener)
+            self._close_connections(listener)
+
+    def _close_connections(self, listener: Listener | None) -> None:
+        for connection, through in list(self._connections.items()):
+            if through is listener:
                 connection.cancel()
+
+    def _forget(self, listener: Listener) -> None:
+        self._listeners.discard(listener)
+        self._serving.discard(listener)
+        self._jobs.pop(listener, None)
 
     async def open_listener(self) -> Listener:
         """A listener for a new browser context (given as its proxy server), serving only that context's jobs."""
@@ -128,14 +129,14 @@ class EgressProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      listener: Listener | None = None) -> None:
-        if listener is not None and listener is not self._serving:  # another context's job runs now
+        if listener is not None and listener not in self._serving:  # no job of its context runs now
             self.refused_elsewhere += 1
             log.debug("egress: a connection on the listener of a context whose job is over was refused")
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
-        job = self._job
+        job = self.traffic(listener)
         self._connections[task] = listener
         task.add_done_callback(lambda done: self._connections.pop(done, None))
         try:

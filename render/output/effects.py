@@ -12,7 +12,7 @@ from playwright.async_api import Page
 
 from render.contract.errors import ErrorDetail, RequestNotValid
 from render.contract.options import TakeOptions
-from render.net.egress import EgressProxy
+from render.net.egress import EgressProxy, Listener
 from render.net.traffic import REFUSED_HEADER
 from render.output.imaging import Step
 from render.page.preparation import split_selector
@@ -140,13 +140,15 @@ def _picture_overlay(data: bytes, image: pyvips.Image, opacity: float) -> pyvips
                               [ErrorDetail("watermark_image_url", "not an image")]) from None
 
 
-async def fetch_watermark(url: str, egress: EgressProxy | None) -> bytes:
-    """The watermark picture, fetched through the worker's egress proxy, so the network policy applies."""
+async def fetch_watermark(url: str, egress: EgressProxy | None, listener: Listener | None = None) -> bytes:
+    """The watermark picture, fetched through the egress proxy, so the network policy and the job's upstream apply:
+    through `listener`, its job's context's own, when given."""
     import httpx  # on first use: with its command-line extras about 8 MB a worker rarely needs
 
     field = "watermark_image_url"
     try:
-        async with httpx.AsyncClient(proxy=egress.url if egress else None, timeout=WATERMARK_TIMEOUT_SECONDS,
+        proxy = (listener.url if listener is not None else egress.url) if egress is not None else None
+        async with httpx.AsyncClient(proxy=proxy, timeout=WATERMARK_TIMEOUT_SECONDS,
                                      follow_redirects=True, max_redirects=5, trust_env=False) as client:
             async with client.stream("GET", url) as response:
                 if response.headers.get(REFUSED_HEADER):
@@ -163,7 +165,7 @@ async def fetch_watermark(url: str, egress: EgressProxy | None) -> bytes:
                                               [ErrorDetail(field, "too large")])
                 return bytes(body)
     except httpx.HTTPError as error:
-        refusals = egress.refusals if egress is not None else []
+        refusals = egress.traffic(listener).refusals if egress is not None else []
         reason = refusals[-1].reason if refusals else str(error) or type(error).__name__
         raise RequestNotValid(f"{field}: could not fetch {url}: {reason}.",
                               [ErrorDetail(field, "could not be fetched")]) from None

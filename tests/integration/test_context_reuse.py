@@ -154,9 +154,9 @@ def test_a_beacon_sent_as_the_page_is_left_is_refused_even_when_the_next_job_s_e
             await tab.page.goto(site.url("/state/beacon.html"))
             if replaced:
                 tab.changed(Effect.SETTINGS, "as a job that changed its settings")
-            egress.end_job()
+            egress.end_job(tab.listener)
             egress.begin_job(None, tab.listener)  # the next job's, early
-            await pool.release(tab, owner="org", origins=egress.origins)
+            await pool.release(tab, owner="org", origins=egress.traffic(tab.listener).origins)
             kept = await pool.acquire("org")
             assert (kept.page is tab.page) != replaced
             await kept.page.goto(site.url("/state/late-reader.html"))
@@ -164,7 +164,7 @@ def test_a_beacon_sent_as_the_page_is_left_is_refused_even_when_the_next_job_s_e
             assert json.loads(await kept.page.inner_text("#state")) == {"cookie": ""}
             assert len(site.requests_to("/state/late-cookie")) == beacons, "the beacon of the page left went out"
             assert len(site.requests_to("/state/late-reader.html")) == reads + 1
-            await pool.release(kept, owner="org", origins=egress.origins)
+            await pool.release(kept, owner="org", origins=egress.traffic(kept.listener).origins)
         finally:
             await pool.close()
             await egress.close()

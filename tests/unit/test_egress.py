@@ -230,9 +230,9 @@ def test_a_kept_alive_connection_sends_each_request_to_its_own_host() -> None:
         assert [path for path, _, _ in rig.targets["a.test"].seen] == ["/keep", "/keep"]
         assert [path for path, _, _ in rig.targets["b.test"].seen] == ["/keep"]
         rig.secret_untouched()
-        assert rig.proxy.origins == {rig.url("a.test").rstrip("/"), rig.url("b.test").rstrip("/"),
+        assert rig.proxy.traffic().origins == {rig.url("a.test").rstrip("/"), rig.url("b.test").rstrip("/"),
                                      rig.url("secret.test").rstrip("/")}
-        assert [refusal.host for refusal in rig.proxy.refusals] == ["secret.test"]
+        assert [refusal.host for refusal in rig.proxy.traffic().refusals] == ["secret.test"]
     run(test)
 
 
@@ -294,16 +294,16 @@ def test_a_tunnel_of_one_job_is_closed_when_the_next_job_starts() -> None:
         assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
         writer.write(b"GET /in-tunnel HTTP/1.1\r\nHost: a.test\r\n\r\n")  # through the tunnel, as TLS would be
         assert (await read_response(reader))[2] == b"a.test"
-        first_job = rig.proxy.origins
+        first_job = rig.proxy.traffic().origins
         assert f"https://a.test:{rig.port}" in first_job
         rig.proxy.begin_job(Upstream("proxy.test", "127.0.0.1", 9, None))  # the next job, another upstream
         assert await closed(reader), "a tunnel outlived its job"
-        assert rig.proxy.origins == set() and rig.proxy.refusals == []
+        assert rig.proxy.traffic().origins == set() and rig.proxy.traffic().refusals == []
         # A new connection belongs to the new job: its origin and its upstream (here: unreachable).
         reader, writer = await rig.connect()
         writer.write(f"CONNECT b.test:{rig.port} HTTP/1.1\r\nHost: b.test\r\n\r\n".encode())
         status, _, _ = await read_response(reader)
-        assert status == 502 and f"https://b.test:{rig.port}" in rig.proxy.origins
+        assert status == 502 and f"https://b.test:{rig.port}" in rig.proxy.traffic().origins
         assert f"https://b.test:{rig.port}" not in first_job
         assert [path for path, _, _ in rig.targets["b.test"].seen] == []
     run(test)
@@ -319,20 +319,29 @@ def test_kept_alive_plain_connections_are_closed_at_the_next_job_too() -> None:
     run(test)
 
 
-def test_a_context_s_listener_serves_only_while_a_job_runs_in_that_context() -> None:
+def test_contexts_jobs_run_at_once_each_on_its_own_listener_with_its_own_traffic() -> None:
     async def test(rig: Rig) -> None:
         first, second = await rig.proxy.open_listener(), await rig.proxy.open_listener()
         rig.proxy.begin_job(None, first)
+        rig.proxy.begin_job(Upstream("proxy.test", "127.0.0.1", 9, None), second)  # at once, another upstream
         reader, writer = await rig.connect(first.url)
         writer.write(get(rig.url("a.test", "/first-context")))
         assert (await read_response(reader))[2] == b"a.test"
-        rig.proxy.begin_job(None, second)  # the next job, in another context
+        other_reader, other_writer = await rig.connect(second.url)
+        other_writer.write(get(rig.url("b.test", "/second-context")))
+        assert (await read_response(other_reader))[0] == 502  # its own upstream (here: unreachable)
+        assert rig.proxy.traffic(first).origins == {rig.url("a.test").rstrip("/")}
+        assert rig.proxy.traffic(second).origins == {rig.url("b.test").rstrip("/")}
+        assert rig.proxy.traffic().origins == set()  # the worker's own: neither job's
+        rig.proxy.end_job(first)
         assert await closed(reader)
         reader, writer = await rig.connect(first.url)  # what the first context's page sends again
         writer.write(get(rig.url("a.test", "/sent-again")))
         assert await closed(reader) and rig.proxy.refused_elsewhere == 1
         assert [path for path, _, _ in rig.targets["a.test"].seen] == ["/first-context"]
-        assert rig.proxy.origins == set()  # nothing of it counts as the second job's
+        assert rig.proxy.traffic(second).origins == {rig.url("b.test").rstrip("/")}  # nothing of it is the second's
+        rig.proxy.begin_job(None, second)  # the second context's next job: its connections of the last are closed
+        assert await closed(other_reader)
         for url in (second.url, rig.proxy.url):  # the job's context, and the worker's own connections
             reader, writer = await rig.connect(url)
             writer.write(get(rig.url("b.test", "/second-job")))
@@ -351,7 +360,7 @@ def test_a_context_s_listener_serves_no_more_once_its_job_is_over() -> None:
         page_writer.write(get(rig.url("a.test", "/during-the-job")))
         assert (await read_response(page_reader))[2] == b"a.test"
         upload_reader, upload_writer = await rig.connect()  # the worker's own, through the browser-wide listener
-        rig.proxy.end_job()
+        rig.proxy.end_job(context)
         assert await closed(page_reader)  # the page's kept-alive connection
         reader, writer = await rig.connect(context.url)  # a beacon the page sends as it is wiped
         writer.write(get(rig.url("a.test", "/after-the-job")))
