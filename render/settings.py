@@ -161,6 +161,14 @@ class RenderSettings(BaseSettings):
         "Where autoconsent, the rules of `block_cookie_banners`, is installed ([cookie "
         "banners](using.md#cookie-banners))."))
     jobs_per_browser: int = Field(500, ge=1, description="Chromium is restarted after this many jobs.")
+    worker_slots: int = Field(
+        1, ge=1, le=8, description=(
+        "Jobs a worker process renders at once, each in a browser context of its own on the worker's one Chromium. "
+        "Each slot counts as a worker in the hand-off, /readyz and /metrics. A slot beyond the first costs a page "
+        "and its renderer instead of a whole worker (its Python, driver and Chromium): less memory per job, but a "
+        "browser crash fails every slot's job (each runs once more on the new one), a restart after "
+        "SCREENSHOT_JOBS_PER_BROWSER waits for every slot's job, and batch work is not kept off the interactive "
+        "reserve's CPUs (SCREENSHOT_PIN_BATCH_WORK) since the slots share the browser. 1 to 8."))
     chromium_low_memory: bool = Field(
         True, description=(
         "Chromium's low-end-device mode: smaller caches, tile and image-decode budgets, and a JavaScript heap limit "

@@ -1,7 +1,9 @@
 """The tabs a worker's jobs run on: the page kept for an organisation's next job, a spare tab prepared in
 the background, or a new one, all on the supervised Chromium.
 
-A worker runs one job at a time. With settings.reuse_contexts, the page of an organisation's job is kept
+A worker runs one job at a time in each of its job slots (`JobSlot`), all on the one Chromium; a restart that is due
+waits for every slot's job to end (render.browser.supervisor). With settings.reuse_contexts, the page of an
+organisation's job is kept
 for its next job, wiped (render.browser.wiping): the pages of the last settings.kept_pages organisations served,
 each in its own context, since the fair hand-off serves organisations in turn. Otherwise (an organisation whose
 page is not kept, reuse off) the job takes a spare tab in a fresh context, prepared in the background while the
@@ -28,8 +30,16 @@ log = logging.getLogger(__name__)
 TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one takes well under a second
 
 
+class JobSlot:
+    """A worker's job slot: its tabs are handed out one job at a time, its last job's clean-up first."""
+
+    def __init__(self) -> None:
+        self.releasing: asyncio.Future[None] | None = None  # the last job's clean-up (release_soon)
+        self.release_held = asyncio.Event()  # the clean-up waits for it (release_now)
+
+
 class TabPool:
-    """Hands out clean tabs on one supervised Chromium, one job at a time."""
+    """Hands out clean tabs on one supervised Chromium, one job at a time in each job slot."""
 
     def __init__(self, settings: RenderSettings, egress: EgressProxy | None = None) -> None:
         self.settings = settings
@@ -39,8 +49,9 @@ class TabPool:
         self._prepared: asyncio.Task[Tab] | None = None
         # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
         self._warm: dict[str, Tab] = {}
-        self._releasing: asyncio.Future[None] | None = None
-        self._release_held = asyncio.Event()  # release_soon's tab waits for it
+        self.slot = JobSlot()  # the one a caller that names none uses
+        self._slots = [self.slot]
+        self._held: dict[int, Tab] = {}  # the tabs handed out whose jobs have not given them back, by identity
         self._switching = False  # the last job found no page kept for its organisation
         self._closed = False
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
@@ -67,15 +78,38 @@ class TabPool:
     async def _new_page(self, context: BrowserContext) -> Tab:
         return await open_page(context, self.chromium.version)
 
-    async def acquire(self, owner: str | None = None, *, blank: bool = False) -> Tab:
-        """A clean tab at the default viewport: the page kept for `owner`, else the spare tab, else a new
-        one. `blank`: a page whose document has an opaque origin of its own (an html or markdown source is
-        written into it): a kept page's own about:blank keeps the origin of the page it unloaded, so the
-        browser navigates it to about:blank anew (still far cheaper than a new page)."""
-        releasing, self._releasing = self._releasing, None
+    def new_slot(self) -> JobSlot:
+        """Another job slot on this pool's Chromium."""
+        slot = JobSlot()
+        self._slots.append(slot)
+        return slot
+
+    async def acquire(self, owner: str | None = None, *, blank: bool = False, slot: JobSlot | None = None) -> Tab:
+        """A clean tab at the default viewport for `slot`'s next job (its last job's clean-up done first): the page
+        kept for `owner`, else the spare tab, else a new one. `blank`: a page whose document has an opaque origin of
+        its own (an html or markdown source is written into it): a kept page's own about:blank keeps the origin of
+        the page it unloaded, so the browser navigates it to about:blank anew (still far cheaper than a new page).
+        The job holds Chromium until it gives the tab back (`release_soon`, `release`)."""
+        slot = slot or self.slot
+        releasing, slot.releasing = slot.releasing, None
         if releasing is not None:
-            self.release_now()
+            self.release_now(slot)
             await asyncio.gather(releasing, return_exceptions=True)
+        await self.supervisor.hold()
+        try:
+            tab = await self._clean_tab(owner, blank)
+        except BaseException:
+            self.supervisor.let_go()
+            raise
+        self._held[id(tab)] = tab
+        return tab
+
+    def _give_back(self, tab: Tab) -> None:
+        """The job is done with `tab`: it holds Chromium no more."""
+        if self._held.pop(id(tab), None) is not None:
+            self.supervisor.let_go()
+
+    async def _clean_tab(self, owner: str | None, blank: bool) -> Tab:
         if self.supervisor.crashed():
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
@@ -148,7 +182,8 @@ class TabPool:
     async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
                       origins: Iterable[str] = ()) -> None:
         """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
-        when due, and prepare a spare tab when one may serve."""
+        when due (once every other slot's job is over), and prepare a spare tab when one may serve."""
+        self._give_back(tab)
         restart_due = self.supervisor.job_done(healthy=healthy)
         for helper in tab.helpers.values():
             helper.switch_off()
@@ -161,6 +196,9 @@ class TabPool:
             kept = await wiped(tab, origins, self._new_page)
         if kept is not None:
             assert owner is not None
+            other = self._warm.pop(owner, None)  # kept by another slot meanwhile
+            if other is not None:
+                await other.close()
             self._warm[owner] = kept  # the most recently served last
             while len(self._warm) > self.settings.kept_pages:  # the least recently served goes
                 await self._warm.pop(next(iter(self._warm))).close()
@@ -168,7 +206,9 @@ class TabPool:
             log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
             restart_due = True
         if restart_due:
-            await self.restart()
+            await self._discard_prepared()
+            await self._discard_warm()
+            await self.supervisor.restart_when_idle()
         if measuring is not None:
             await self._relieve_memory(measuring, kept)
         if self._spare_wanted():
@@ -190,11 +230,13 @@ class TabPool:
             log.debug("could not measure or relieve chromium's memory", exc_info=True)
 
     def release_soon(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
-                     origins: Iterable[str] = ()) -> None:
-        """`release` in the background once `release_now` is called (the job's result is out) or the next
-        tab is asked for, whichever comes first: the clean-up (closing a context, wiping a page, preparing
-        the spare) takes CPU the result's way out to the caller would otherwise share."""
-        held = self._release_held = asyncio.Event()
+                     origins: Iterable[str] = (), slot: JobSlot | None = None) -> None:
+        """The job gives `tab` back; `release` in the background once `release_now` is called (the job's result
+        is out) or `slot`'s next tab is asked for, whichever comes first: the clean-up (closing a context, wiping
+        a page, preparing the spare) takes CPU the result's way out to the caller would otherwise share."""
+        slot = slot or self.slot
+        self._give_back(tab)
+        held = slot.release_held = asyncio.Event()
         if self._keeps(owner) and not tab.crashed:
             tab.leave()  # the page refuses what it asks for from now on: asked of Chromium as the result goes out
 
@@ -202,11 +244,11 @@ class TabPool:
             await held.wait()
             await self.release(tab, healthy=healthy, owner=owner, origins=origins)
 
-        self._releasing = asyncio.ensure_future(when_let())
+        slot.releasing = asyncio.ensure_future(when_let())
 
-    def release_now(self) -> None:
-        """Let the tab given to `release_soon` be cleaned up now (from the loop's thread)."""
-        self._release_held.set()
+    def release_now(self, slot: JobSlot | None = None) -> None:
+        """Let the tab given to `release_soon` by `slot` be cleaned up now (from the loop's thread)."""
+        (slot or self.slot).release_held.set()
 
     async def _discard_warm(self) -> None:
         warm, self._warm = self._warm, {}
@@ -254,8 +296,9 @@ class TabPool:
     async def close(self) -> None:
         """Stop Chromium and Playwright (after any clean-up still running)."""
         self._closed = True
-        if self._releasing is not None:
-            self.release_now()
-            await asyncio.gather(self._releasing, return_exceptions=True)
+        for slot in self._slots:
+            if slot.releasing is not None:
+                self.release_now(slot)
+                await asyncio.gather(slot.releasing, return_exceptions=True)
         await self.restart()
         await self.chromium.close()

@@ -1,6 +1,7 @@
-"""A worker's heartbeat: every second, `alive:<name>` (expires in ALIVE_TTL_SECONDS, so a killed worker's jobs
-are known dead within seconds), the last-seen time /readyz counts, whether it is busy, and its browser's
-counts for /metrics; a file touched for a container's health check, Redis or not."""
+"""A worker's heartbeat: every second, for each of its job slots (each named in the lanes as a worker of its own),
+`alive:<name>` (expires in ALIVE_TTL_SECONDS, so a killed worker's jobs are known dead within seconds), the
+last-seen time /readyz counts and whether it is busy; and its browser's counts for /metrics, and a file touched for a
+container's health check, Redis or not."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1
 
 
-async def beat_forever(connection: redis.Redis, name: str, busy: Callable[[], bool],
+async def beat_forever(connection: redis.Redis, slots: Callable[[], dict[str, bool]],
                        counts: Callable[[], dict[str, int]], unhealthy: Callable[[], str | None] = lambda: None
                        ) -> None:
-    """Beat until cancelled; `counts` are running totals, of which each beat adds what is new to COUNTERS_KEY.
+    """Beat until cancelled; `slots` gives each job slot's name and whether it is busy now; `counts` are running
+    totals, of which each beat adds what is new to COUNTERS_KEY.
     While `unhealthy` gives a reason (its browser cannot render) the worker is alive (its jobs are not taken
     back) but not ready: /readyz does not count it, and its heartbeat file is left to go stale while the
     reason is written beside it for the health check."""
@@ -39,15 +41,16 @@ async def beat_forever(connection: redis.Redis, name: str, busy: Callable[[], bo
             reason_file.write_text(reason)
         now_counts = counts()
         with connection.pipeline(transaction=False) as pipe:
-            pipe.set(alive_key(name), "1", ex=ALIVE_TTL_SECONDS)
-            if reason is None:
-                pipe.zadd(WORKERS_SEEN_KEY, {name: time.time()})
-            else:
-                pipe.zrem(WORKERS_SEEN_KEY, name)
-            if busy():
-                pipe.zadd(WORKERS_BUSY_KEY, {name: time.time()})
-            else:
-                pipe.zrem(WORKERS_BUSY_KEY, name)
+            for name, busy in slots().items():
+                pipe.set(alive_key(name), "1", ex=ALIVE_TTL_SECONDS)
+                if reason is None:
+                    pipe.zadd(WORKERS_SEEN_KEY, {name: time.time()})
+                else:
+                    pipe.zrem(WORKERS_SEEN_KEY, name)
+                if busy:
+                    pipe.zadd(WORKERS_BUSY_KEY, {name: time.time()})
+                else:
+                    pipe.zrem(WORKERS_BUSY_KEY, name)
             for field, count in now_counts.items():
                 if count > reported.get(field, 0):
                     pipe.hincrby(COUNTERS_KEY, field, count - reported.get(field, 0))

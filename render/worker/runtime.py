@@ -1,8 +1,9 @@
 """A worker process's long-lived state: an event loop thread running the warm browser.
 
-The worker's main thread takes jobs from its lanes and calls `handle` for each (no fork per job). Each job
-is handed to the browser's event loop with a hard deadline; when a job overruns it, Chromium is
-restarted so a stuck page can never hold the worker.
+Each of the worker's job slots (settings.worker_slots: the main thread's, and one thread each for the others)
+takes jobs from its lanes under a name of its own and calls `handle` for each (no fork per job). Each job is
+handed to the browser's event loop with a hard deadline; when a job overruns it, Chromium is restarted so a stuck
+page can never hold the worker.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import redis
 
-from render.browser.pool import TabPool
+from render.browser.pool import JobSlot, TabPool
 from render.browser.tabs import Tab
 from render.capture.pipeline import Environment, Output, capture, capture_variants, monotonic_deadline
 from render.contract import sealing
@@ -52,6 +53,17 @@ Work = Callable[[Any, Tab, Environment, float], Awaitable[Output]]  # (options, 
 PROBE_TIMEOUT_SECONDS = 70  # launching Chromium and opening a tab (TabPool's 30 s each) and some slack
 
 
+@dataclass
+class WorkerSlot:
+    """One of the worker's job slots: its name in the lanes and the heartbeat, its turn on the tab pool, and
+    whether it renders a job now."""
+
+    name: str
+    tabs: JobSlot
+    busy: bool = False  # the heartbeat reports it: the API's screenshot_workers{state="busy"}
+    last_acquire_seconds: float = 0.0  # the time its last job waited for its tab (profiling)
+
+
 def _overran(options: TakeOptions) -> CaptureTimeout:
     return CaptureTimeout(f"The capture did not finish within timeout ({options.timeout} s).")
 
@@ -65,7 +77,6 @@ class WorkerRuntime:
         self.storage = storage
         self.redis = connection
         self.name = name
-        self.busy = False  # rendering a job right now
         self.loop = asyncio.new_event_loop()
         self.policy = NetworkPolicy.from_settings(settings)
         # Every connection of the browser goes through the egress proxy: the policy, name overrides and
@@ -73,13 +84,20 @@ class WorkerRuntime:
         self.egress = EgressProxy(self.policy)
         self.loop.run_until_complete(self.egress.start())
         self.tabs = TabPool(settings, self.egress)
+        # The first slot is named as the worker; the others after it (`add_slot`).
+        self.slots = [WorkerSlot(name, self.tabs.slot)]
         self.lists = FilterLists()  # ad and tracker lists, loaded on first use
         self.finisher = Finisher(settings, storage, connection, self.policy, self.loop, self.egress.url)
         self._thread = threading.Thread(target=self.loop.run_forever, name="browser-loop", daemon=True)
         self._heartbeat_task: concurrent.futures.Future[None] | None = None
-        self.last_acquire_seconds = 0.0  # time the last job waited for its tab (profiling)
         self.kinds: dict[str, tuple[type[TakeOptions], Work]] = {"take": (TakeOptions, capture)}
         self.health = BrowserHealth()  # whether Chromium runs here; the worker takes no job while it does not
+
+    def add_slot(self) -> WorkerSlot:
+        """One more job slot on the same browser, named after the worker (before `start`)."""
+        slot = WorkerSlot(f"{self.name}.{len(self.slots)}", self.tabs.new_slot())
+        self.slots.append(slot)
+        return slot
 
     def start(self) -> None:
         """Start the loop thread and heartbeat for /readyz; Chromium is started by the first `can_render`."""
@@ -93,7 +111,7 @@ class WorkerRuntime:
             log.info("block_cookie_banners: autoconsent %s", rules.version)
         if self.redis is not None:
             self._heartbeat_task = asyncio.run_coroutine_threadsafe(beat_forever(
-                self.redis, self.name, busy=lambda: self.busy, counts=self._counts,
+                self.redis, lambda: {slot.name: slot.busy for slot in self.slots}, counts=self._counts,
                 unhealthy=lambda: self.health.reason), self.loop)
 
     def can_render(self) -> bool:
@@ -141,22 +159,25 @@ class WorkerRuntime:
         /animate's recorder here: render never imports animate)."""
         self.kinds[kind] = (model, work)
 
-    def render(self, options: TakeOptions, unix_deadline: float, *, owner: str | None = None) -> Output:
+    def render(self, options: TakeOptions, unix_deadline: float, *, owner: str | None = None,
+               slot: WorkerSlot | None = None) -> Output:
         """Run one capture on the loop thread, enforcing the deadline from this thread too. `owner` (an
-        organisation) may get the browser context its previous job left, wiped."""
+        organisation) may get the browser context its previous job left, wiped. `slot`: the job slot it runs in
+        (the first when none is given)."""
         return self._run(options, unix_deadline, lambda tab, env, deadline: capture(options, tab, env, deadline),
-                         owner=owner)
+                         owner=owner, slot=slot or self.slots[0])
 
-    def render_variants(self, variants: list[TakeOptions], unix_deadline: float, *,
-                        owner: str | None = None) -> list[Output | ServiceError]:
+    def render_variants(self, variants: list[TakeOptions], unix_deadline: float, *, owner: str | None = None,
+                        slot: WorkerSlot | None = None) -> list[Output | ServiceError]:
         """One page load, one output per variant (bulk `optimize`)."""
         return self._run(variants[0], unix_deadline,
-                         lambda tab, env, deadline: capture_variants(variants, tab, env, deadline), owner=owner)
+                         lambda tab, env, deadline: capture_variants(variants, tab, env, deadline), owner=owner,
+                         slot=slot or self.slots[0])
 
     def _run(self, options: TakeOptions, unix_deadline: float,
-             work: Callable[[Tab, Environment, float], Awaitable[T]], *, owner: str | None = None) -> T:
+             work: Callable[[Tab, Environment, float], Awaitable[T]], *, owner: str | None, slot: WorkerSlot) -> T:
         try:
-            return self._run_once(options, unix_deadline, work, owner)
+            return self._run_once(options, unix_deadline, work, owner, slot)
         except BrowserGone:
             # Nothing of the job left the worker yet (uploads and deliveries come after the capture): it runs
             # once more, on the Chromium the pool starts in place of the dead one.
@@ -165,14 +186,15 @@ class WorkerRuntime:
                 raise
             log.warning("chromium stopped under a job; running it again on a new one")
             try:
-                return self._run_once(options, unix_deadline, work, owner)
+                return self._run_once(options, unix_deadline, work, owner, slot)
             except BrowserGone:
                 self.health.browser_died()
                 raise
 
     def _run_once(self, options: TakeOptions, unix_deadline: float,
-                  work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
-        future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work, owner), self.loop)
+                  work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None, slot: WorkerSlot) -> T:
+        future = asyncio.run_coroutine_threadsafe(self._on_tab(options, unix_deadline, work, owner, slot),
+                                                  self.loop)
         hard_limit = unix_deadline - time.time() + self.settings.deadline_grace_seconds
         try:
             return future.result(timeout=max(0.0, hard_limit))
@@ -184,11 +206,12 @@ class WorkerRuntime:
             raise _overran(options) from None
 
     async def _on_tab(self, options: TakeOptions, unix_deadline: float,
-                      work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None) -> T:
+                      work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None,
+                      slot: WorkerSlot) -> T:
         deadline = monotonic_deadline(unix_deadline)
         started = time.monotonic()
-        tab = await self.tabs.acquire(owner, blank=options.url is None)
-        self.last_acquire_seconds = time.monotonic() - started
+        tab = await self.tabs.acquire(owner, blank=options.url is None, slot=slot.tabs)
+        slot.last_acquire_seconds = time.monotonic() - started
         healthy = True
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
@@ -207,23 +230,25 @@ class WorkerRuntime:
             raise
         finally:
             # The page's traffic ends with its job (render.net.egress): a beacon it sends as it is wiped is refused.
-            self.egress.end_job()
+            self.egress.end_job(tab.listener)
             # Every origin the job's browser reached went through the egress: their storage is wiped (with
             # every origin the context held before).
-            self.tabs.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.origins)
+            self.tabs.release_soon(tab, healthy=healthy, owner=owner, origins=self.egress.traffic(tab.listener).origins,
+                                   slot=slot.tabs)
 
-    def handle(self, job: JobRequest) -> JobResult:
-        """Run a queued job (a recorded one `started` already) to its result, which its worker then ends
-        (render.queue.endings); never raises for capture failures. The job's tab is cleaned up meanwhile
-        (render.browser.pool.TabPool.release_soon)."""
-        self.busy = True  # the heartbeat reports it: the API's screenshot_workers{state="busy"}
+    def handle(self, job: JobRequest, slot: WorkerSlot | None = None) -> JobResult:
+        """Run a queued job (a recorded one `started` already) in `slot` (the first when none is given) to its
+        result, which its worker then ends (render.queue.endings); never raises for capture failures. The job's
+        tab is cleaned up meanwhile (render.browser.pool.TabPool.release_soon)."""
+        slot = slot or self.slots[0]
+        slot.busy = True
         try:
-            return self._handle(job)
+            return self._handle(job, slot)
         finally:
-            self.busy = False
-            self.call_soon(self.tabs.release_now)
+            slot.busy = False
+            self.call_soon(self.tabs.release_now, slot.tabs)
 
-    def _handle(self, job: JobRequest) -> JobResult:
+    def _handle(self, job: JobRequest, slot: WorkerSlot) -> JobResult:
         started = time.monotonic()
         started_at = time.time()
         trace_id_var.set(job.trace_id)
@@ -238,9 +263,9 @@ class WorkerRuntime:
             if isinstance(work, Compare):  # two stored shots: no browser
                 result = run_compare_job(job, work, self.storage)
             elif isinstance(work, Variants):
-                result = self._render_variants(job, work, started)
+                result = self._render_variants(job, work, started, slot)
             else:
-                result = self._render(job, work, started)
+                result = self._render(job, work, started, slot)
                 compare_run(self.storage, self.redis, job, result)  # a monitor run: what changed
         except ServiceError as error:
             if error.report:
@@ -277,28 +302,28 @@ class WorkerRuntime:
         return model.model_validate(sealing.open_job(capture.options, capture.sealed, self.settings.job_secret,
                                                      job.reference))
 
-    def _render(self, job: JobRequest, capture: Capture, started: float) -> JobResult:
+    def _render(self, job: JobRequest, capture: Capture, started: float, slot: WorkerSlot) -> JobResult:
         options = self._options(job, capture)
         _, work = self.kinds[capture.model]
         output = self._run(options, job.deadline, lambda tab, env, deadline: work(options, tab, env, deadline),
-                           owner=job.organisation)
-        return self.finisher.result(job, capture, options, output, started, self.last_acquire_seconds)
+                           owner=job.organisation, slot=slot)
+        return self.finisher.result(job, capture, options, output, started, slot.last_acquire_seconds)
 
-    def _render_variants(self, job: JobRequest, variants: Variants, started: float) -> JobResult:
+    def _render_variants(self, job: JobRequest, variants: Variants, started: float, slot: WorkerSlot) -> JobResult:
         """The first output's result, carrying the others' in `variants` (each may have failed alone)."""
         captures = [(job.reference, variants.page)] + [(v.reference, Capture(options=v.options, store=v.store))
                                                        for v in variants.others]
         every = [self._options(job, variants.page)] + [TakeOptions.model_validate(v.options)
                                                        for v in variants.others]
         results: list[JobResult] = []
-        outputs = self.render_variants(every, job.deadline, owner=job.organisation)
+        outputs = self.render_variants(every, job.deadline, owner=job.organisation, slot=slot)
         for (reference, one), each_options, output in zip(captures, every, outputs, strict=True):
             each = replace(job, reference=reference, work=one)
             try:
                 if isinstance(output, ServiceError):
                     raise output
                 results.append(self.finisher.result(each, one, each_options, output, started,
-                                                    self.last_acquire_seconds))
+                                                    slot.last_acquire_seconds))
             except ServiceError as error:
                 results.append(JobResult(each.reference, ok=False, error=error.to_payload(),
                                          rendering_seconds=time.monotonic() - started))

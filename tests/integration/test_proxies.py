@@ -2,43 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from service.settings import default_workers
 from tests.conftest import Org
-from tests.support.servers import RunningService, free_port, running_service, wait_for
+from tests.support.proxies import PROXY_HOST, start_tinyproxy
+from tests.support.servers import RunningService, running_service, wait_for
 from tests.support.site import Site
 
 pytestmark = pytest.mark.browser
 
-PROXY_HOST = "127.0.0.3"  # the proxies' own loopback address, opened by the allowlist
 SITE_HOST = "127.0.0.2"
-
-
-def start_tinyproxy(directory: Path, basic_auth: str | None) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    config = directory / f"tinyproxy-{port}.conf"
-    lines = [f"Port {port}", f"Listen {PROXY_HOST}", "Timeout 30", "MaxClients 20", "Allow 127.0.0.0/8",
-             "LogLevel Critical", 'ViaProxyName "tinyproxy-test"']
-    if basic_auth:
-        lines.append(f"BasicAuth {basic_auth}")
-    config.write_text("\n".join(lines) + "\n")
-    process = subprocess.Popen(["tinyproxy", "-d", "-c", str(config)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-
-    def listening() -> bool:
-        with httpx.Client(proxy=f"http://{PROXY_HOST}:{port}", timeout=2) as client:
-            client.get(f"http://{PROXY_HOST}:1/")  # any answer from the proxy means it is up
-        return True
-
-    wait_for(listening, 10, "tinyproxy")
-    return process, port
 
 
 @pytest.fixture(scope="module")

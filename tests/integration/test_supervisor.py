@@ -71,6 +71,62 @@ def test_lazy_start_restart_after_n_jobs_and_after_a_crash() -> None:
     asyncio.run(main())
 
 
+async def until(condition: Any, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
+        await asyncio.sleep(0.05)
+
+
+def test_a_restart_due_waits_for_every_job_slot_s_job_on_the_shared_chromium() -> None:
+    async def main() -> None:
+        pool = TabPool(RenderSettings(jobs_per_browser=2))
+        first, second = pool.slot, pool.new_slot()
+        try:
+            other = await pool.acquire(slot=second)  # a long job in the other slot
+            for _ in range(2):  # the second of these makes the restart due
+                tab = await pool.acquire(slot=first)
+                assert await tab.run("() => 1 + 1") == 2
+                pool.release_soon(tab, slot=first)
+                pool.release_now(first)
+            browser = pool.chromium.browser
+            following = asyncio.ensure_future(pool.acquire(slot=first))
+            await until(pool.supervisor.draining, "the restart due after two jobs")
+            assert await other.run("() => 2 + 2") == 4, "the other slot's job lost its browser"
+            assert pool.restarts == 0 and pool.chromium.browser is browser and not following.done()
+            pool.release_soon(other, slot=second)  # the other slot's job ends: the restart goes ahead
+            tab = await asyncio.wait_for(following, 60)
+            assert pool.restarts == 1 and pool.chromium.browser is not browser
+            assert await tab.run("() => 3 + 3") == 6
+            pool.release_soon(tab, slot=first)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_two_job_slots_serving_one_organisation_keep_one_page_for_it() -> None:
+    async def main() -> None:
+        pool = TabPool(RenderSettings(reuse_contexts=True))
+        first, second = pool.slot, pool.new_slot()
+        try:
+            tabs = [await pool.acquire("org", slot=first), await pool.acquire("org", slot=second)]
+            assert tabs[0].context is not tabs[1].context
+            for tab, slot in zip(tabs, (first, second), strict=True):
+                pool.release_soon(tab, owner="org", slot=slot)
+                pool.release_now(slot)
+            await asyncio.gather(*(slot.releasing for slot in (first, second) if slot.releasing is not None))
+            browser = pool.chromium.browser
+            assert browser is not None and len(browser.contexts) == 1, "both pages kept for the organisation"
+            kept = await pool.acquire("org", slot=first)
+            assert kept.context in (tabs[0].context, tabs[1].context)
+            pool.release_soon(kept, owner="org", slot=first)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
 def test_a_hung_page_times_out_and_the_worker_carries_on(client: httpx.Client, org: Org) -> None:
     hang = "<html><body><script>setTimeout(() => { while (true) {} }, 50)</script>hung</body></html>"
     response = client.get("/v1/screenshot/take", params={"access_key": org.access_key, "html": hang, "delay": "1",
