@@ -121,13 +121,13 @@ def blocks(sides: dict[str, Callable[[], Shot]], shots: int, progress: str) -> d
     return taken
 
 
-def measure(site: Site, shots: int, workers: int, chromium: str, mix_seconds: float = 0
+def measure(site: Site, shots: int, workers: int, chromium: str, mix_seconds: float = 0, slots: int = 1
             ) -> tuple[dict[str, Stats], dict[str, float]]:
     """Every scenario, both sides alternating; then throughput, alternating rounds; then what only the
     service does. Also the workers' memory right after the service's parallel load."""
     stats: dict[str, Stats] = {}
     with PlainScript(site.base, chromium) as plain, Floor(plain) as floor, \
-            Service(site.base, workers, chromium) as service:
+            Service(site.base, workers, chromium, slots) as service:
         for _ in range(3):  # warm-up
             plain.shot()
             floor.shot()
@@ -161,6 +161,7 @@ def measure(site: Site, shots: int, workers: int, chromium: str, mix_seconds: fl
             runs["service"].append(service.parallel(PARALLEL_CLIENTS, parallel_shots * 2))
             spent += cpu_seconds(service.pids, service.redis_pid) - before
             memory = worker_memory(service.worker_pids)  # right after the load, before anything is released
+            memory["slots"] = slots
         names = {"plain 2": "plain script, 2 in parallel", "plain 4": f"plain script, {PARALLEL_CLIENTS} in parallel",
                  "floor 4": f"floor, {PARALLEL_CLIENTS} warm pages in parallel",
                  "service": f"service, {PARALLEL_CLIENTS} clients"}
@@ -197,6 +198,8 @@ def main() -> None:
     parser.add_argument("--shots", type=int, default=30, help="captures per scenario (default 30)")
     parser.add_argument("--workers", type=int, default=default_workers(),
                         help="service workers (default: the service's own default, one per core)")
+    parser.add_argument("--slots", type=int, default=RenderSettings().worker_slots,
+                        help="job slots a worker (SCREENSHOT_WORKER_SLOTS; default: the service's own)")
     parser.add_argument("--mix-seconds", type=float, default=180,
                         help="the customers' mix under load (bench/mix.py) for this long; 0: not run (default 180)")
     parser.add_argument("--chromium", default=RenderSettings().chromium_path,
@@ -206,11 +209,12 @@ def main() -> None:
     with Site(host=SITE_ADDRESS) as site:
         heavy = sum(len(ROUTES[path]({})[2]) for path in ROUTES if path.startswith(("/bench/photo", "/bench/font")))
         print(f"Heavy page: {heavy / 1e6:.1f} MB of images and fonts.", flush=True)
-        print(f"The plain Playwright script, the floor and the service ({args.workers} workers, over HTTP), "
+        print(f"The plain Playwright script, the floor and the service ({args.workers} workers of {args.slots} job "
+              "slots, over HTTP), "
               f"{args.shots} shots "
               f"per scenario each, in alternating blocks of {BLOCK}; then throughput; then the service-only "
               "scenarios ...", flush=True)
-        stats, memory = measure(site, args.shots, args.workers, args.chromium, args.mix_seconds)
+        stats, memory = measure(site, args.shots, args.workers, args.chromium, args.mix_seconds, args.slots)
     rows = []
     for scenario in SCENARIOS:
         rows += [stats[key] for key in (f"floor {scenario.name}", f"plain {scenario.name}",
@@ -248,6 +252,9 @@ def main() -> None:
           f"{memory['rss_summed_mib']:.0f} MiB RSS summed over its processes; {memory['pss_mib']:.0f} MiB PSS; "
           f"by part: Python {memory['rss_python_mib']:.0f}, Node driver {memory['rss_driver_mib']:.0f}, Chromium "
           f"{memory['rss_chromium_mib']:.0f} MiB (each part's pages once)")
+    if memory["rss_mib"] is not None and args.slots > 1:
+        print(f"worker memory per job slot ({args.slots} a worker): RSS {memory['rss_mib'] / args.slots:.0f} MiB, "
+              f"PSS {memory['pss_mib'] / args.slots:.0f} MiB")
     def option(name: str) -> tuple[float, float]:  # p50 with the option, and without it in the same blocks
         return stats[f"service {name}"].p50, stats[f"without {name}"].p50
 

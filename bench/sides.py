@@ -272,8 +272,8 @@ def worker_memory(workers: list[int]) -> dict[str, float | None]:
 class Service:
     """The service as deployed (redis-server, API, workers, the webhook deliverer), called over HTTP."""
 
-    def __init__(self, base: str, workers: int, chromium: str) -> None:
-        self.base, self.workers, self.chromium = base, workers, chromium
+    def __init__(self, base: str, workers: int, chromium: str, slots: int = 1) -> None:
+        self.base, self.workers, self.chromium, self.slots = base, workers, chromium, slots
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Service:
@@ -283,6 +283,7 @@ class Service:
         # the benchmark site's address opened.
         running = self._stack.enter_context(running_service(
             redis_url, tmp, workers=self.workers, SCREENSHOT_CHROMIUM_PATH=self.chromium,
+            SCREENSHOT_WORKER_SLOTS=str(self.slots),
             SCREENSHOT_ALLOW_PRIVATE_NETWORKS="false", SCREENSHOT_ALLOWED_NETWORKS=f"{SITE_ADDRESS}/32"))
         self.key = asyncio.run(_new_key(redis_url))
         self.pids = {role: process.pid for role, process in running.processes.items()}
