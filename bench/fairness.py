@@ -119,7 +119,7 @@ def fairness(service: Any, redis_url: str, shots: int, rounds: int = 3) -> dict[
     for _ in range(rounds):
         alone += [_shot(service) for _ in range(max(1, shots // rounds))]
         with Backlog(service.base, str(service.http.base_url), redis_url, "/bench/simple.html",
-                     BACKLOG_PER_WORKER * service.workers) as backlog:
+                     BACKLOG_PER_WORKER * service.fleet) as backlog:
             behind += [_shot(service) for _ in range(max(1, shots // rounds))]
             depth = backlog.waiting()
         sent += backlog.sent

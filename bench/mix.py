@@ -159,7 +159,7 @@ def mix(service: Any, seconds: float, load: float = 0.7, rate: float | None = No
     measured = None
     if rate is None:
         print("  the mix's capacity (closed loop) ...", end="\r", flush=True)
-        measured = capacity(service, capacity_seconds, 2 * service.workers)
+        measured = capacity(service, capacity_seconds, 2 * service.fleet)
         rate = load * measured
     small = next(kind for kind in KINDS if kind.name == SMALL)
     alone = [send(service, small) for _ in range(alone_shots + 2)][2:]

@@ -295,6 +295,11 @@ class Service:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    @property
+    def fleet(self) -> int:
+        """Jobs the service renders at once: its workers' job slots."""
+        return self.workers * self.slots
+
     def shot(self, scenario: Scenario = SIMPLE, **extra: str) -> Shot:
         started = time.perf_counter()
         response = self.http.get("/v1/screenshot/take", params={

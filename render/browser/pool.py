@@ -3,12 +3,13 @@ the background, or a new one, all on the supervised Chromium.
 
 A worker runs one job at a time in each of its job slots (`JobSlot`), all on the one Chromium; a restart that is due
 waits for every slot's job to end (render.browser.supervisor). With settings.reuse_contexts, the page of an
-organisation's job is kept
-for its next job, wiped (render.browser.wiping): the pages of the last settings.kept_pages organisations served,
-each in its own context, since the fair hand-off serves organisations in turn. Otherwise (an organisation whose
-page is not kept, reuse off) the job takes a spare tab in a fresh context, prepared in the background while the
-previous job ran; the spare is kept only while it can serve: with no kept page, or while jobs switch to
-organisations whose pages are not kept.
+organisation's job is kept for the slot's next job of that organisation, wiped (render.browser.wiping): in each slot,
+as in a worker of its own, the pages of the last settings.kept_pages organisations it served, each in its own
+context, since the fair hand-off serves organisations in turn. (One page an organisation for all slots would be
+still in its wipe, in the slot that served the last job, when the next job comes to the other slot: a new context
+costs several wipes.) Otherwise (an organisation whose page is not kept, reuse off) the job takes the spare tab in
+a fresh context, prepared in the background while the previous job ran; the spare is kept only while it can serve:
+while a slot keeps no page, or its jobs switch to organisations whose pages are not kept.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ TAB_TIMEOUT_SECONDS = 30  # launching Chromium and opening a tab; a healthy one 
 
 
 class JobSlot:
-    """A worker's job slot: its tabs are handed out one job at a time, its last job's clean-up first."""
+    """A worker's job slot: its tabs are handed out one job at a time, its last job's clean-up first, and the pages
+    it keeps for its organisations' next jobs."""
 
     def __init__(self) -> None:
         self.releasing: asyncio.Future[None] | None = None  # the last job's clean-up (release_soon)
         self.release_held = asyncio.Event()  # the clean-up waits for it (release_now)
+        # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
+        self.warm: dict[str, Tab] = {}
+        self.switching = False  # the last job found no page kept for its organisation
 
 
 class TabPool:
@@ -47,12 +52,9 @@ class TabPool:
         self.chromium = Chromium(settings, egress.url if egress is not None else None)
         self.supervisor = Supervisor(self.chromium, restart_after=settings.jobs_per_browser)
         self._prepared: asyncio.Task[Tab] | None = None
-        # The pages kept for organisations' next jobs (settings.reuse_contexts), the least recently served first.
-        self._warm: dict[str, Tab] = {}
         self.slot = JobSlot()  # the one a caller that names none uses
         self._slots = [self.slot]
         self._held: dict[int, Tab] = {}  # the tabs handed out whose jobs have not given them back, by identity
-        self._switching = False  # the last job found no page kept for its organisation
         self._closed = False
         self.reuses = 0  # jobs served a kept page, or a new page in a kept context (settings.reuse_contexts)
         self.memory_reliefs = 0  # times Chromium was told to free its caches (settings.chromium_memory_mb)
@@ -97,7 +99,7 @@ class TabPool:
             await asyncio.gather(releasing, return_exceptions=True)
         await self.supervisor.hold()
         try:
-            tab = await self._clean_tab(owner, blank)
+            tab = await self._clean_tab(owner, blank, slot)
         except BaseException:
             self.supervisor.let_go()
             raise
@@ -109,12 +111,12 @@ class TabPool:
         if self._held.pop(id(tab), None) is not None:
             self.supervisor.let_go()
 
-    async def _clean_tab(self, owner: str | None, blank: bool) -> Tab:
+    async def _clean_tab(self, owner: str | None, blank: bool, slot: JobSlot) -> Tab:
         if self.supervisor.crashed():
             # Chromium died: whatever was being prepared on it will never finish.
             await self._discard_prepared()
             await self._discard_warm()
-        warm = await self._warm_tab(owner)
+        warm = await self._warm_tab(owner, slot)
         if warm is not None:
             warm.begin_arrival()  # its own document ends the refusal of what the document left asks for
         if warm is not None and blank:
@@ -122,18 +124,19 @@ class TabPool:
             # own, with nothing of the origin the page held (tests/integration/test_context_reuse.py).
             await warm.page.goto("about:blank", timeout=TAB_TIMEOUT_SECONDS * 1000)
             warm.arrives()  # the job's document is written into it: no document request of its own
-        return warm or await self._fresh_tab(spare=not self._keeps(owner))
+        return warm or await self._fresh_tab(spare=not self._keeps(owner), slot=slot)
 
     def _keeps(self, owner: str | None) -> bool:
         """Whether `owner`'s job runs on a page kept for its next job."""
         return owner is not None and self.settings.reuse_contexts
 
-    async def _warm_tab(self, owner: str | None) -> Tab | None:
-        """The page kept for `owner`, if any (the others stay kept for their own organisations: they never share)."""
-        if not self._warm:
+    async def _warm_tab(self, owner: str | None, slot: JobSlot) -> Tab | None:
+        """The page `slot` kept for `owner`, if any (the others stay kept for their own organisations: they never
+        share)."""
+        if not slot.warm:
             return None
-        tab = self._warm.pop(owner, None) if owner is not None else None
-        self._switching = tab is None
+        tab = slot.warm.pop(owner, None) if owner is not None else None
+        slot.switching = tab is None
         if tab is None:
             return None
         if not (tab.context.browser and tab.context.browser.is_connected()):
@@ -151,16 +154,16 @@ class TabPool:
         return tab
 
     def _spare_wanted(self) -> bool:
-        """Whether a spare tab may serve the next job: no page is kept, or jobs switch to organisations whose
+        """Whether a spare tab may serve a next job: a slot keeps no page, or its jobs switch to organisations whose
         pages are not kept."""
-        return not self._warm or self._switching
+        return any(not slot.warm or slot.switching for slot in self._slots)
 
-    async def _fresh_tab(self, *, spare: bool) -> Tab:
+    async def _fresh_tab(self, *, spare: bool, slot: JobSlot) -> Tab:
         """The spare tab, else a new one; with `spare`, the next spare starts being created meanwhile."""
         tab = await self._spare_tab()
         if tab is None:
             tab = await asyncio.wait_for(self._new_tab(), TAB_TIMEOUT_SECONDS)
-        if spare or self._switching:
+        if spare or slot.switching:
             self.prepare()  # the next job's tab is created while this one runs
         return tab
 
@@ -180,9 +183,10 @@ class TabPool:
         return None
 
     async def release(self, tab: Tab, *, healthy: bool = True, owner: str | None = None,
-                      origins: Iterable[str] = ()) -> None:
-        """Wipe and keep the job's page for its owner's next job (or close its context), restart Chromium
+                      origins: Iterable[str] = (), slot: JobSlot | None = None) -> None:
+        """Wipe and keep the job's page for its owner's next job in `slot` (or close its context), restart Chromium
         when due (once every other slot's job is over), and prepare a spare tab when one may serve."""
+        slot = slot or self.slot
         self._give_back(tab)
         restart_due = self.supervisor.job_done(healthy=healthy)
         for helper in tab.helpers.values():
@@ -196,12 +200,9 @@ class TabPool:
             kept = await wiped(tab, origins, self._new_page)
         if kept is not None:
             assert owner is not None
-            other = self._warm.pop(owner, None)  # kept by another slot meanwhile
-            if other is not None:
-                await other.close()
-            self._warm[owner] = kept  # the most recently served last
-            while len(self._warm) > self.settings.kept_pages:  # the least recently served goes
-                await self._warm.pop(next(iter(self._warm))).close()
+            slot.warm[owner] = kept  # the most recently served last
+            while len(slot.warm) > self.settings.kept_pages:  # the least recently served goes
+                await slot.warm.pop(next(iter(slot.warm))).close()
         elif not await tab.close():
             log.warning("a tab did not close within %s s; restarting chromium", CLOSE_TIMEOUT_SECONDS)
             restart_due = True
@@ -242,7 +243,7 @@ class TabPool:
 
         async def when_let() -> None:
             await held.wait()
-            await self.release(tab, healthy=healthy, owner=owner, origins=origins)
+            await self.release(tab, healthy=healthy, owner=owner, origins=origins, slot=slot)
 
         slot.releasing = asyncio.ensure_future(when_let())
 
@@ -251,9 +252,10 @@ class TabPool:
         (slot or self.slot).release_held.set()
 
     async def _discard_warm(self) -> None:
-        warm, self._warm = self._warm, {}
-        for tab in warm.values():
-            await tab.close()
+        for slot in self._slots:
+            warm, slot.warm = slot.warm, {}
+            for tab in warm.values():
+                await tab.close()
 
     def prepare(self) -> None:
         """Start creating the next tab in the background (no-op when one is being prepared)."""

@@ -46,6 +46,7 @@ class Supervisor(Generic[P]):
         self._open = asyncio.Event()  # no restart waits for the jobs to end
         self._open.set()
         self._draining: asyncio.Future[None] | None = None  # the restart waiting for the jobs to end
+        self._starting = asyncio.Lock()  # jobs asking at once for a process that is not running start one
 
     async def hold(self) -> None:
         """One more job runs on the process (once a restart waiting for the jobs to end is done)."""
@@ -79,14 +80,18 @@ class Supervisor(Generic[P]):
             self._draining = None
 
     async def ensure(self) -> P:
-        """The running process: started when it is not, and again (counted) when it died."""
+        """The running process: started when it is not, and again (counted) when it died; once for callers at
+        once."""
         if self.process.started() and self.process.alive():
             return self.process
-        if self.process.started():
-            log.warning("%s disconnected; restarting", self.process.name)
-            self.restarts += 1
-        await self.process.start()
-        self.jobs_since_start = 0
+        async with self._starting:
+            if self.process.started() and self.process.alive():  # another caller started it meanwhile
+                return self.process
+            if self.process.started():
+                log.warning("%s disconnected; restarting", self.process.name)
+                self.restarts += 1
+            await self.process.start()
+            self.jobs_since_start = 0
         return self.process
 
     def crashed(self) -> bool:

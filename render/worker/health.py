@@ -40,6 +40,7 @@ class BrowserHealth:
         self._next_probe = 0.0  # time.monotonic(); the first probe at once
         self._wait = PROBE_FIRST_SECONDS
         self._deaths: deque[float] = deque(maxlen=DEATHS_IN_ROW)
+        self._last_lost: object | None = None  # the browser whose loss was counted last
 
     def probe_due(self) -> bool:
         return self.reason is not None and time.monotonic() >= self._next_probe
@@ -59,8 +60,13 @@ class BrowserHealth:
         self.reason = None
         self._wait = PROBE_FIRST_SECONDS
 
-    def browser_died(self) -> None:
-        """Chromium was lost under a job; several times in a short while, and the worker is unhealthy."""
+    def browser_died(self, browser: object | None = None) -> None:
+        """Chromium (`browser`, when known) was lost under a job; several times in a short while, and the worker is
+        unhealthy. One browser lost under several job slots' jobs counts once."""
+        if browser is not None:
+            if browser is self._last_lost:
+                return
+            self._last_lost = browser
         now = time.monotonic()
         self._deaths.append(now)
         if len(self._deaths) == DEATHS_IN_ROW and now - self._deaths[0] <= DEATHS_WITHIN_SECONDS:

@@ -181,15 +181,10 @@ class WorkerRuntime:
         except BrowserGone:
             # Nothing of the job left the worker yet (uploads and deliveries come after the capture): it runs
             # once more, on the Chromium the pool starts in place of the dead one.
-            self.health.browser_died()
             if time.time() >= unix_deadline:
                 raise
             log.warning("chromium stopped under a job; running it again on a new one")
-            try:
-                return self._run_once(options, unix_deadline, work, owner, slot)
-            except BrowserGone:
-                self.health.browser_died()
-                raise
+            return self._run_once(options, unix_deadline, work, owner, slot)
 
     def _run_once(self, options: TakeOptions, unix_deadline: float,
                   work: Callable[[Tab, Environment, float], Awaitable[T]], owner: str | None, slot: WorkerSlot) -> T:
@@ -220,6 +215,7 @@ class WorkerRuntime:
         except Exception as error:
             if not self.tabs.chromium.alive():  # whatever step failed, and however, Chromium itself had died
                 healthy = False
+                self.health.browser_died(tab.context.browser)  # counted once for every slot's job it took
                 raise BrowserGone() from None
             if tab.crashed:  # whatever step failed, and however, the page's renderer had died
                 raise PageCrashed(options.url or "the page") from None

@@ -4,6 +4,7 @@ runs beside it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -66,18 +67,19 @@ def at_once(http: httpx.Client, requests: list[dict[str, str]]) -> list[httpx.Re
     return responses
 
 
-def chromium_browsers(worker: int) -> int:
-    """Chromium browser processes under the worker (its helpers carry --type=, some in a command line rewritten as
+def is_chromium_browser(pid: int) -> bool:
+    """Whether `pid` is a Chromium browser process (its helpers carry --type=, some in a command line rewritten as
     one string)."""
-    count = 0
-    for pid in process_tree(worker):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"chromium" in command.split(b"\0")[0] and b"--type=" not in command:
-            count += 1
-    return count
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"chromium" in command.split(b"\0")[0] and b"--type=" not in command
+
+
+def chromium_browsers(worker: int) -> int:
+    """Chromium browser processes under the worker."""
+    return sum(1 for pid in process_tree(worker) if is_chromium_browser(pid))
 
 
 def test_one_worker_s_slots_render_two_organisations_at_once_on_its_one_chromium(  # type: ignore[no-untyped-def]
@@ -120,6 +122,32 @@ def test_jobs_at_once_each_go_out_through_their_own_upstream_proxy(  # type: ign
     assert len(proxied) > 10 and len(direct) > 10  # both kept asking while the other ran
     assert all("tinyproxy-test" in request.get("via", "") for request in proxied)
     assert all(request.get("via", "") == "" for request in direct)
+
+
+def test_when_chromium_dies_under_both_slots_jobs_each_runs_once_more_on_the_next(  # type: ignore[no-untyped-def]
+        slotted: RunningService, sites: tuple[Site, Site], make_org_in) -> None:
+    """What a crash costs with slots: every slot's job, which each runs once more on the Chromium started in its
+    place (nothing of a job has left the worker before its capture ends), so both answer."""
+    site = sites[0]
+    keys = [make_org_in(slotted.redis_url).access_key for _ in range(SLOTS)]
+    worker = slotted.processes["worker0"].pid
+    with httpx.Client(base_url=slotted.url, timeout=60) as http:
+        loads = len(site.requests_to("/slow"))
+        with ThreadPoolExecutor(SLOTS) as pool:
+            answers = [pool.submit(http.get, "/v1/screenshot/take", timeout=60, params={
+                "access_key": key, "url": site.url("/slow?ms=3000"), "viewport_width": "200",
+                "viewport_height": "100"}) for key in keys]
+            deadline = time.monotonic() + 30
+            while len(site.requests_to("/slow")) < loads + SLOTS and time.monotonic() < deadline:
+                time.sleep(0.05)  # both pages are loading
+            browsers = [pid for pid in process_tree(worker) if is_chromium_browser(pid)]
+            assert len(browsers) == 1
+            os.kill(browsers[0], signal.SIGKILL)
+            responses = [answer.result() for answer in answers]
+    assert [response.status_code for response in responses] == [200] * SLOTS, [r.text for r in responses]
+    assert all(decode(response.content).width == 200 for response in responses)
+    assert len(site.requests_to("/slow")) == loads + 2 * SLOTS  # each page loaded once more
+    assert chromium_browsers(worker) == 1
 
 
 def test_a_stopped_worker_ends_every_slot_s_job_then_exits(  # type: ignore[no-untyped-def]

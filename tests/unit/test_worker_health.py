@@ -53,6 +53,18 @@ def test_chromium_dying_under_jobs_again_and_again_makes_the_worker_unhealthy(mo
     assert state.reason is not None and "keeps dying" in state.reason
 
 
+def test_one_browser_lost_under_every_job_slot_s_job_counts_once() -> None:
+    state = BrowserHealth()
+    state.recovered()
+    browsers = [object() for _ in range(health.DEATHS_IN_ROW - 1)]
+    for browser in browsers:
+        for _ in range(4):  # its loss seen by each of four slots' jobs
+            state.browser_died(browser)
+    assert state.reason is None
+    state.browser_died(object())
+    assert state.reason is not None and "keeps dying" in state.reason
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("plain failure\nmore", "plain failure"),
     ("", "RuntimeError"),
