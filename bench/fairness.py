@@ -140,10 +140,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shots", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=default_workers())
+    parser.add_argument("--slots", type=int, default=RenderSettings().worker_slots, help="job slots a worker")
     args = parser.parse_args()
     serve_bench_pages()
     chromium = RenderSettings().chromium_path
-    with Site(host=SITE_ADDRESS) as site, Service(site.base, default_workers(), chromium) as service:
+    with Site(host=SITE_ADDRESS) as site, Service(site.base, args.workers, chromium, args.slots) as service:
         for _ in range(3):
             service.shot()
         found = fairness(service, service.redis_url, args.shots)

@@ -177,9 +177,10 @@ class RenderSettings(BaseSettings):
         "crashes: `internal_application_error`)."))
     chromium_memory_mb: int = Field(
         160, ge=0, description=(
-        "After a job, when Chromium's private memory (summed over its processes, from /proc) is above this many MiB, "
-        "the worker has Chromium free its caches and the kept page collect the job's JavaScript garbage, in the "
-        "background before the next job (a few ms; heavy pages leave 100-250 MB behind). `0`: never."))
+        "After a job, when Chromium's private memory (summed over its processes, from /proc) is above this many MiB "
+        "for each job slot (SCREENSHOT_WORKER_SLOTS), the worker has Chromium free its caches and the kept page "
+        "collect the job's JavaScript garbage, in the background before the next job (a few ms; heavy pages leave "
+        "100-250 MB behind). `0`: never."))
     regions: str = Field(
         "", description=(
         "Region labels of this deployment's workers (`us-east,eu-west`) that `servers_region` may name; set on the "

@@ -222,7 +222,7 @@ class TabPool:
         and the kept page's renderer collect the job's JavaScript garbage (memory pressure alone leaves it)."""
         try:
             held = await measuring
-            if held > self.settings.chromium_memory_mb * 2**20:
+            if held > self.settings.chromium_memory_mb * len(self._slots) * 2**20:  # the budget is a slot's
                 await asyncio.gather(self.chromium.relieve_memory(),
                                      *([kept.send("HeapProfiler.collectGarbage")] if kept else []))
                 self.memory_reliefs += 1

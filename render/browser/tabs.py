@@ -291,26 +291,24 @@ class Tab:
         return True
 
 
-# The tab each browser last brought to the foreground, until a page opens in it (the spare tab, a popup, a new
-# page in a kept context), which may take the foreground: headless Chromium renders only its active tab
-# (lazy loading, IntersectionObserver and animation frames wait; a capture fails).
-_front: weakref.WeakKeyDictionary[Browser, Tab] = weakref.WeakKeyDictionary()
+# The tab each browser context last brought to the foreground, until a page opens in that context (a popup, a new
+# page in a kept context), which may take the foreground: headless Chromium renders only a window's active tab
+# (lazy loading, IntersectionObserver and animation frames wait; a capture fails). A page of another context (the
+# spare tab, another job slot's) is not in its window: both render at the full frame rate.
+_front: weakref.WeakKeyDictionary[BrowserContext, Tab] = weakref.WeakKeyDictionary()
 
 
 async def bring_to_front(tab: Tab) -> None:
-    """Make `tab` its browser's active tab, unless it is known to be already (a round trip to Chromium saved
+    """Make `tab` its window's active tab, unless it is known to be already (a round trip to Chromium saved
     for each job, and for each frame of a recording)."""
-    browser = tab.context.browser
-    if browser is not None and _front.get(browser) is tab:
+    if _front.get(tab.context) is tab:
         return
     await tab.send("Page.bringToFront")
-    if browser is not None:
-        _front[browser] = tab
+    _front[tab.context] = tab
 
 
 def _page_opened(context: BrowserContext) -> None:
-    if context.browser is not None:
-        _front.pop(context.browser, None)
+    _front.pop(context, None)
 
 
 async def open_tab(browser: Browser, chrome_version: str, egress: EgressProxy | None = None) -> Tab:
